@@ -1,0 +1,132 @@
+"""Helpers shared by the workload modules.
+
+Imports only the standard library, numpy and h5py, so that every benchmark environment
+(the project's and each peer's) can load it. The versioned libraries are imported lazily
+by :func:`versioned_file`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import h5py
+import numpy as np
+
+#: Library names understood by :func:`versioned_file`.
+VERSIONED_LIBRARIES = ("h5vc", "versioned_hdf5")
+
+Metrics = dict[str, "float | list[float]"]
+
+
+def versioned_class(lib: str) -> Any:
+    """Return the ``VersionedHDF5File`` class of a versioned library."""
+    if lib == "h5vc":
+        import h5vc
+
+        return h5vc.VersionedHDF5File
+    if lib == "versioned_hdf5":
+        import versioned_hdf5
+
+        return versioned_hdf5.VersionedHDF5File
+    raise ValueError(f"Expected one of {VERSIONED_LIBRARIES}. Got {lib!r} instead.")
+
+
+@contextmanager
+def versioned_file(lib: str, path: pathlib.Path, mode: str) -> Iterator[Any]:
+    """Open ``path`` with h5py and wrap it in ``lib``'s ``VersionedHDF5File``."""
+    cls = versioned_class(lib)
+    with h5py.File(path, mode) as h5file:
+        vf = cls(h5file)
+        try:
+            yield vf
+        finally:
+            close = getattr(vf, "close", None)
+            if close is not None and not getattr(vf, "closed", False):
+                close()
+
+
+class Stopwatch:
+    """Accumulates wall-clock durations measured with ``time.perf_counter``."""
+
+    __slots__ = ("laps",)
+
+    def __init__(self) -> None:
+        self.laps: list[float] = []
+
+    @contextmanager
+    def lap(self) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.laps.append(time.perf_counter() - start)
+
+    @property
+    def last(self) -> float:
+        return self.laps[-1]
+
+
+def timed(action: Callable[[], Any]) -> tuple[float, Any]:
+    """Run ``action`` once; return (seconds, its result)."""
+    start = time.perf_counter()
+    result = action()
+    return time.perf_counter() - start, result
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def commit_summary(commit_times: list[float], window: int) -> Metrics:
+    """Median commit time over the first and last ``window`` commits, and their ratio."""
+    first = median(commit_times[:window])
+    last = median(commit_times[-window:])
+    return {
+        "commit_times_s": list(commit_times),
+        "commit_median_s": median(commit_times),
+        "commit_first_median_s": first,
+        "commit_last_median_s": last,
+        "commit_last_over_first": last / first if first > 0 else float("nan"),
+    }
+
+
+def file_bytes(path: pathlib.Path) -> float:
+    return float(os.path.getsize(path))
+
+
+def check_equal(got: Any, expected: np.ndarray, what: str) -> None:
+    """Raise AssertionError unless ``got`` has the shape, dtype and values of ``expected``."""
+    got = np.asarray(got)
+    if got.shape != expected.shape:
+        raise AssertionError(f"{what}: expected shape {expected.shape}. Got {got.shape} instead.")
+    if got.dtype != expected.dtype:
+        raise AssertionError(f"{what}: expected dtype {expected.dtype}. Got {got.dtype} instead.")
+    if not np.array_equal(got, expected):
+        mismatched = int(np.count_nonzero(got != expected))
+        raise AssertionError(f"{what}: {mismatched} of {expected.size} elements differ.")
+
+
+def require_library(lib: str, libraries: tuple[str, ...], name: str) -> None:
+    if lib not in libraries:
+        raise ValueError(f"Workload {name!r} expected a library in {libraries}. Got {lib!r}.")
+
+
+def main(name: str, libraries: tuple[str, ...], run: Callable[..., Metrics]) -> None:
+    """Command line entry point shared by the workloads: prints the metrics as JSON."""
+    parser = argparse.ArgumentParser(description=f"Run the {name!r} benchmark workload.")
+    parser.add_argument("--lib", required=True, choices=libraries)
+    parser.add_argument("--workdir", required=True, type=pathlib.Path)
+    parser.add_argument("--quick", action="store_true", help="reduced sizes")
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    metrics = run(args.lib, args.workdir, args.quick)
+    sys.stdout.write(json.dumps(metrics) + "\n")
