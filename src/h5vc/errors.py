@@ -20,6 +20,8 @@ __all__ = [
     "CorruptDataError",
     "InvalidOptionError",
     "RecordFormatError",
+    "SchemaMismatchError",
+    "DataFileNotFoundError",
 ]
 
 
@@ -68,3 +70,11 @@ class InvalidOptionError(H5vcError, ValueError):
 
 class RecordFormatError(H5vcError, ValueError):
     """A sample record string does not follow its format."""
+
+
+class SchemaMismatchError(H5vcError, ValueError):
+    """An array or setting does not fit a sample store's schema (dtype, shape, order)."""
+
+
+class DataFileNotFoundError(H5vcError, FileNotFoundError):
+    """A data file that a record or index points to does not exist."""
