@@ -345,7 +345,7 @@ def build_table(
         for key, value in median_metrics(run.metrics).items():
             metrics.setdefault(key, {})[lib] = value
     ours = metrics_of(results.get("h5vc"))
-    for key, by_lib in metrics.items():
+    for key, by_lib in _ordered(metrics, workload.h5py_baseline):
         row = [key, *(_format_value(key, by_lib[lib]) if lib in by_lib else "" for lib in shown)]
         if "h5vc" in shown:
             for peer in peers:
@@ -354,6 +354,22 @@ def build_table(
                 row.append(_ratio(ours.get(key), theirs.get(peer_key)))
         rows.append(row)
     return rows
+
+
+def _ordered(
+    metrics: dict[str, dict[str, object]], baseline: dict[str, str]
+) -> list[tuple[str, dict[str, object]]]:
+    """Metrics in first-seen order, each plain-h5py baseline metric right below its match."""
+    placed = {partner for key, partner in baseline.items() if key in metrics and partner in metrics}
+    ordered = []
+    for key, by_lib in metrics.items():
+        if key in placed:
+            continue
+        ordered.append((key, by_lib))
+        partner = baseline.get(key)
+        if partner in placed:
+            ordered.append((partner, metrics[partner]))
+    return ordered
 
 
 def metrics_of(run: RunResult | None) -> dict[str, object]:
