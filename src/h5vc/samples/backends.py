@@ -1,0 +1,309 @@
+"""Collection files of the sample backends ``00`` and ``01``: layout, writing, reading.
+
+A collection file ``<uid>.hdf5`` holds ``collection_count`` datasets named ``"0"``,
+``"1"``, ..., each a zero-initialised ``(collection_size, *shape)`` array. Samples fill
+dataset ``"0"`` index 0, 1, ... then dataset ``"1"``, and so on. Files are created by one
+writer, written in SWMR mode and never reopened for writing.
+
+Backend ``01`` stores every sample as exactly one chunk, reads it with the chunk cache off
+straight into a preallocated array and checks the xxhash64 of its bytes. Backend ``00``
+splits the maximum sample shape into chunks of about :data:`CHUNK_TARGET_BYTES`, sets the
+chunk cache from the chunk geometry and protects chunks with the Fletcher-32 filter.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pathlib
+import secrets
+import string
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+import xxhash
+
+from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
+from h5vc.samples.records import Record00, Record01, SampleRecord
+from h5vc.samples.schema import Schema
+
+__all__ = [
+    "CHUNK_TARGET_BYTES",
+    "CacheSettings",
+    "CollectionWriter",
+    "CollectionReader",
+    "cache_settings",
+    "check_record",
+    "chunk_shape",
+    "collection_path",
+    "index_path",
+    "next_prime",
+]
+
+#: Backend ``00`` chunks are about this size (bytes, before compression).
+CHUNK_TARGET_BYTES = 128 * 1024
+#: Backend ``00`` chunks hold several tiny samples until they reach this size.
+CHUNK_MIN_BYTES = 16 * 1024
+_UID_ALPHABET = string.ascii_letters + string.digits
+_UID_LENGTH = 6
+_DEFAULT_CACHE_BYTES = 1024 * 1024
+_MAX_CACHE_BYTES = 64 * 1024 * 1024
+
+
+def next_prime(n: int) -> int:
+    """The smallest prime >= ``n`` (and >= 2)."""
+    candidate = max(n, 2)
+    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
+        candidate += 1
+    return candidate
+
+
+def chunk_shape(schema: Schema) -> tuple[int, ...]:
+    """Chunk shape of every dataset of a collection file."""
+    sample_chunk = [max(dim, 1) for dim in schema.shape]
+    if schema.backend == "01":
+        return (1, *sample_chunk)
+    itemsize = schema.dtype.itemsize
+    while math.prod(sample_chunk) * itemsize > CHUNK_TARGET_BYTES:
+        axis = int(np.argmax(sample_chunk))
+        sample_chunk[axis] = -(-sample_chunk[axis] // 2)
+    samples_per_chunk = 1
+    if sample_chunk == [max(dim, 1) for dim in schema.shape]:
+        sample_bytes = math.prod(sample_chunk) * itemsize
+        samples_per_chunk = max(1, min(schema.collection_size, CHUNK_MIN_BYTES // sample_bytes))
+    return (samples_per_chunk, *sample_chunk)
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSettings:
+    """HDF5 raw-data chunk cache parameters, as ``h5py.File`` keyword arguments."""
+
+    rdcc_nbytes: int
+    rdcc_nslots: int
+    rdcc_w0: float
+
+    def kwargs(self) -> dict[str, Any]:
+        return {
+            "rdcc_nbytes": self.rdcc_nbytes,
+            "rdcc_nslots": self.rdcc_nslots,
+            "rdcc_w0": self.rdcc_w0,
+        }
+
+
+def cache_settings(schema: Schema) -> CacheSettings:
+    """Chunk cache for the datasets of a collection file.
+
+    Backend ``01``: off (every read and write covers exactly one whole chunk). Backend
+    ``00``: large enough for every chunk one maximum-size sample touches (so a partially
+    covered chunk is filled in the cache and filtered once), at least the 1 MiB HDF5
+    default; ``nslots`` a prime about 100 times the chunks that fit, but no more than the
+    chunks of a dataset; ``w0 = 1`` because samples are read and written once each, so
+    fully read or written chunks are the right ones to evict first.
+    """
+    if schema.backend == "01":
+        return CacheSettings(0, 1, 1.0)
+    chunks = chunk_shape(schema)
+    chunk_bytes = math.prod(chunks) * schema.dtype.itemsize
+    per_sample = math.prod(-(-max(dim, 1) // c) for dim, c in zip(schema.shape, chunks[1:]))
+    nbytes = min(_MAX_CACHE_BYTES, max(_DEFAULT_CACHE_BYTES, per_sample * chunk_bytes))
+    nbytes = max(nbytes, chunk_bytes)
+    chunks_per_dataset = -(-schema.collection_size // chunks[0]) * per_sample
+    nslots = next_prime(min(100 * max(1, nbytes // chunk_bytes), chunks_per_dataset))
+    return CacheSettings(nbytes, nslots, 1.0)
+
+
+def collection_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
+    return directory / f"{uid}.hdf5"
+
+
+def index_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
+    """The content index of a collection file; it exists once the file is complete."""
+    return directory / f"{uid}.index"
+
+
+def _sample_selection(index: int, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    return (index, *(slice(0, dim) for dim in shape))
+
+
+def _create_file(directory: pathlib.Path, cache: CacheSettings) -> tuple[str, h5py.File]:
+    for _ in range(100):
+        uid = "".join(secrets.choice(_UID_ALPHABET) for _ in range(_UID_LENGTH))
+        try:
+            h5file = h5py.File(
+                collection_path(directory, uid), "x", libver="latest", **cache.kwargs()
+            )
+        except FileExistsError:
+            continue
+        return uid, h5file
+    raise FileExistsError(f"Expected to find a free collection file name in {directory}.")
+
+
+class CollectionWriter:
+    """One new collection file, open for writing in SWMR mode."""
+
+    def __init__(self, directory: pathlib.Path, schema: Schema) -> None:
+        self.schema = schema
+        self.uid, self.h5file = _create_file(directory, cache_settings(schema))
+        self.path = collection_path(directory, self.uid)
+        self.entries: list[tuple[str, str]] = []
+        self._slots_used = 0
+        try:
+            self._datasets = self._create_datasets()
+            self.h5file.swmr_mode = True
+        except BaseException:
+            self.h5file.close()
+            self.path.unlink()
+            raise
+
+    def _create_datasets(self) -> list[h5py.Dataset]:
+        schema = self.schema
+        options: dict[str, Any] = {
+            "shape": (schema.collection_size, *schema.shape),
+            "dtype": schema.dtype,
+            "chunks": chunk_shape(schema),
+            "fillvalue": np.zeros((), schema.dtype),
+            "fletcher32": schema.backend == "00",
+            **schema.compression.filter_kwargs(),
+        }
+        return [
+            self.h5file.create_dataset(str(number), **options)
+            for number in range(schema.collection_count)
+        ]
+
+    @property
+    def full(self) -> bool:
+        return self._slots_used >= self.schema.collection_count * self.schema.collection_size
+
+    def write(self, array: np.ndarray) -> SampleRecord:
+        """Store ``array`` (already checked against the schema) in the next free slot."""
+        number, index = divmod(self._slots_used, self.schema.collection_size)
+        dataset = self._datasets[number]
+        if array.size:
+            dataset.write_direct(array, dest_sel=_sample_selection(index, array.shape))
+            dataset.flush()  # SWMR: readers in other processes see the sample from now on
+        self._slots_used += 1
+        if self.schema.backend == "01":
+            return Record01(
+                uid=self.uid,
+                checksum=xxhash.xxh64_hexdigest(memoryview(array)),
+                dataset=str(number),
+                index=index,
+                shape=array.shape,
+            )
+        return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
+
+    def read(self, record: SampleRecord) -> np.ndarray:
+        """Read back a sample of this file through the writing handle."""
+        out = np.empty(record.shape, self.schema.dtype)
+        if out.size:
+            self._datasets[int(record.dataset)].read_direct(
+                out, source_sel=_sample_selection(record.index, record.shape)
+            )
+        return out
+
+    def close(self) -> None:
+        """Close the file, then write its content index, which marks it complete."""
+        if not self.h5file.id.valid:
+            return
+        self.h5file.close()
+        path = index_path(self.path.parent, self.uid)
+        staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+        staging.write_text("".join(f"{digest} {record}\n" for digest, record in self.entries))
+        os.replace(staging, path)
+
+
+class CollectionReader:
+    """One collection file, opened read-only in SWMR mode.
+
+    A file whose writer is still adding samples ("live") has its dataset metadata
+    refreshed before every read; once its content index appears the file is reopened and
+    read without refreshing.
+    """
+
+    def __init__(self, directory: pathlib.Path, uid: str, schema: Schema) -> None:
+        self.schema = schema
+        self.path = collection_path(directory, uid)
+        self._index_path = index_path(directory, uid)
+        self._datasets: dict[str, h5py.Dataset] = {}
+        self._open()
+
+    def _open(self) -> None:
+        self.live = not self._index_path.exists()
+        try:
+            self.h5file = h5py.File(
+                self.path,
+                "r",
+                libver="latest",
+                swmr=True,
+                **cache_settings(self.schema).kwargs(),
+            )
+        except FileNotFoundError as err:
+            raise DataFileNotFoundError(
+                f"Expected the collection file {self.path} of the record. It does not exist."
+            ) from err
+        except OSError as err:
+            raise CorruptDataError(
+                f"Expected an HDF5 collection file at {self.path}. Got an unreadable file: {err}"
+            ) from err
+        self._datasets.clear()
+
+    def close(self) -> None:
+        self._datasets.clear()
+        self.h5file.close()
+
+    def _dataset(self, name: str) -> h5py.Dataset:
+        dataset = self._datasets.get(name)
+        if dataset is None:
+            node = self.h5file.get(name)
+            if not isinstance(node, h5py.Dataset):
+                raise CorruptDataError(
+                    f"Expected dataset {name!r} in collection file {self.path}. Got {node!r}."
+                )
+            dataset = self._datasets[name] = node
+        return dataset
+
+    def read(self, record: SampleRecord) -> np.ndarray:
+        """The sample ``record`` points to; checksums verified for backend ``01``."""
+        if self.live and self._index_path.exists():
+            self.close()
+            self._open()
+        dataset = self._dataset(record.dataset)
+        out = np.empty(record.shape, self.schema.dtype)
+        try:
+            if self.live:
+                dataset.refresh()
+            if out.size:
+                dataset.read_direct(out, source_sel=_sample_selection(record.index, record.shape))
+        except OSError as err:
+            raise CorruptDataError(
+                f"Expected to read sample {record.index} of dataset {record.dataset!r} in "
+                f"{self.path}. Got an HDF5 error instead: {err}"
+            ) from err
+        if isinstance(record, Record01):
+            checksum = xxhash.xxh64_hexdigest(memoryview(out))
+            if checksum != record.checksum:
+                raise CorruptDataError(
+                    f"Expected sample {record.index} of dataset {record.dataset!r} in "
+                    f"{self.path} to have xxhash64 {record.checksum}. Got {checksum} instead."
+                )
+        return out
+
+
+def check_record(record: SampleRecord, schema: Schema, path: pathlib.Path) -> None:
+    """Raise RecordFormatError unless ``record`` can point into a file of ``schema``."""
+    number = int(record.dataset)
+    if (
+        record.format_code != schema.backend
+        or number >= schema.collection_count
+        or record.index >= schema.collection_size
+        or len(record.shape) != len(schema.shape)
+        or any(dim > limit for dim, limit in zip(record.shape, schema.shape))
+        or (schema.backend == "01" and record.shape != schema.shape)
+    ):
+        raise RecordFormatError(
+            f"Expected a {schema.backend!r} record within {schema.collection_count} datasets "
+            f"of {schema.collection_size} samples of shape {schema.shape} for {path}. "
+            f"Got {record.encode()!r} instead."
+        )
