@@ -1,0 +1,251 @@
+"""The public entry point: :class:`VersionedHDF5File` and :func:`open`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
+from h5vc.store import layout
+from h5vc.versions import (
+    FileState,
+    VersionInfo,
+    check_new_version_name,
+    commit_version,
+    parse_timestamp,
+)
+from h5vc.wrappers import CommittedGroup, StagedGroup
+
+__all__ = ["VersionedHDF5File", "open"]
+
+
+class VersionedHDF5File:
+    """Every version of a tree of groups and datasets, kept in one HDF5 file.
+
+    ``VersionedHDF5File(f)`` takes an open ``h5py.File`` or any ``h5py.Group``.
+    A writable file without versioned data is initialized; a read-only one must
+    already be versioned.
+
+    >>> with vf.stage_version("v1") as g:          # doctest: +SKIP
+    ...     g.create_dataset("x", data=np.arange(10))
+    >>> vf["v1"]["x"][:3]                           # doctest: +SKIP
+    array([0, 1, 2])
+    """
+
+    def __init__(self, f: h5py.File | h5py.Group):
+        if not isinstance(f, h5py.Group):
+            raise TypeError(
+                f"Expected an open h5py.File or h5py.Group. Got {type(f).__name__} instead."
+            )
+        self._file = f
+        self._state: FileState | None = FileState(f)
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def f(self) -> h5py.Group:
+        """The h5py file or group this versioned store lives in."""
+        return self._file
+
+    @property
+    def _open_state(self) -> FileState:
+        if self._state is None:
+            raise ValueError("This VersionedHDF5File is closed.")
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        return self._state is None or not self._file.id.valid
+
+    def close(self) -> None:
+        """Forget every cache; the h5py file stays open (its owner closes it)."""
+        self._state = None
+
+    @property
+    def data_version(self) -> int:
+        """The on-disk layout number of this file."""
+        return self._open_state.data_version
+
+    @property
+    def current_version(self) -> str:
+        return self._open_state.current_version
+
+    @current_version.setter
+    def current_version(self, name: str) -> None:
+        self._check_writable("set current_version")
+        self._open_state.set_current_version(name)
+
+    @property
+    def versions(self) -> list[str]:
+        """Names of every committed version, oldest first."""
+        return self._open_state.log.names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.versions)
+
+    def __len__(self) -> int:
+        return len(self._open_state.log)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._open_state.log
+
+    # -- lookups ------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> CommittedGroup:
+        """A committed version by name, ancestor index (0, -1, ...) or timestamp.
+
+        ``None`` is the current version; ``-n`` is the n-th ancestor of the
+        current version; a ``datetime`` (UTC) or ``numpy.datetime64`` is the
+        version committed at that time or the latest one before it.
+        """
+        state = self._open_state
+        if key is None:
+            return self.get_version_by_name(state.current_version)
+        if isinstance(key, str):
+            return self.get_version_by_name(key)
+        if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
+            return self.get_version_by_name(self._ancestor(int(key)))
+        if isinstance(key, datetime | np.datetime64):
+            return self.get_version_by_timestamp(key)
+        raise TypeError(
+            f"Expected a version name, None, an int <= 0 or a timestamp. "
+            f"Got {type(key).__name__} instead."
+        )
+
+    def _ancestor(self, n: int) -> str:
+        if n > 0:
+            raise IndexError(
+                f"Expected an int <= 0 (0 is the current version, -1 its parent, ...). Got {n}."
+            )
+        state = self._open_state
+        current = state.current_version
+        if current == layout.FIRST_VERSION:
+            raise VersionNotFoundError("There is no version yet: the file is empty.")
+        chain = state.log.ancestors(current)
+        for _ in range(-n):
+            next(chain, None)
+        found = next(chain, None)
+        if found is None:
+            raise VersionNotFoundError(
+                f"Version {current!r} has fewer than {-n} ancestors (asked for {n})."
+            )
+        return found
+
+    def get_version_by_name(self, name: str) -> CommittedGroup:
+        state = self._open_state
+        if name in ("", layout.FIRST_VERSION):
+            raise VersionNotFoundError(f"{name!r} is not a committed version.")
+        if name not in state.log:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        return CommittedGroup(state, name, state.versions[name])
+
+    def get_version_by_timestamp(self, timestamp: Any, exact: bool = False) -> CommittedGroup:
+        """The version committed at ``timestamp`` (or just before it unless ``exact``)."""
+        ts = parse_timestamp(timestamp)
+        return self.get_version_by_name(self._open_state.log.at_time(ts, exact=exact))
+
+    def version_info(self, name: str) -> VersionInfo:
+        """Name, parent, timestamp, message and author of a committed version."""
+        return self._open_state.log.info(name)
+
+    # -- writing ------------------------------------------------------------------
+
+    def _check_writable(self, action: str) -> None:
+        state = self._open_state
+        if not state.writable:
+            raise ReadOnlyError(
+                f"Cannot {action}: {self._file.file.filename!r} is open read-only. "
+                f"Open it with mode 'r+' or 'a'."
+            )
+        if state.data_version not in layout.WRITABLE_DATA_VERSIONS:
+            raise UnsupportedFormatError(
+                f"Cannot {action}: {self._file.file.filename!r} uses the old layout "
+                f"data_version {state.data_version}, which is read-only here."
+            )
+
+    @contextlib.contextmanager
+    def stage_version(
+        self,
+        version_name: str,
+        prev_version: str | None = None,
+        make_current: bool = True,
+        timestamp: datetime | np.datetime64 | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> Iterator[StagedGroup]:
+        """Stage a new version and commit it when the ``with`` block exits.
+
+        The yielded group starts as ``prev_version`` (default: the current
+        version; ``""`` for an empty version) and behaves like an ``h5py.Group``.
+        If the block raises, nothing is committed.
+        """
+        self._check_writable(f"stage version {version_name!r}")
+        state = self._open_state
+        name = check_new_version_name(state, version_name)
+        ts = None if timestamp is None else parse_timestamp(timestamp)
+        base = self._resolve_prev(prev_version)
+        group = StagedGroup(state, base, None if base is None else state.versions[base])
+        try:
+            yield group
+            commit_version(
+                state,
+                name,
+                base,
+                group.to_commit(),
+                timestamp=ts,
+                make_current=make_current,
+                message=message,
+                author=author,
+            )
+        finally:
+            group.close_staging(
+                f"Version {name!r} is no longer being staged; open it with "
+                f"VersionedHDF5File[{name!r}] or stage a new version."
+            )
+
+    def _resolve_prev(self, prev_version: str | None) -> str | None:
+        state = self._open_state
+        if prev_version is None:
+            prev_version = state.current_version
+        if prev_version in ("", layout.FIRST_VERSION):
+            return None
+        if prev_version not in state.log:
+            raise VersionNotFoundError(f"Previous version {prev_version!r} not found.")
+        return prev_version
+
+    def __delitem__(self, name: str) -> None:
+        from h5vc.lifecycle import delete_versions
+
+        delete_versions(self, [name])
+
+    def __repr__(self) -> str:
+        if self._state is None:
+            return "<Closed VersionedHDF5File>"
+        return (
+            f"<VersionedHDF5File {self._file.file.filename!r} ({len(self)} versions, "
+            f"current {self.current_version!r})>"
+        )
+
+
+@contextlib.contextmanager
+def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5File]:
+    """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
+
+    The file is closed when the ``with`` block exits.  ``mode`` is h5py's
+    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).
+    """
+    file = h5py.File(path, mode, **kwargs)
+    try:
+        vf = VersionedHDF5File(file)
+        try:
+            yield vf
+        finally:
+            vf.close()
+    finally:
+        file.close()

@@ -1,0 +1,147 @@
+"""Chunk maps: where each chunk of a committed dataset lives in ``raw_data``.
+
+A :class:`ChunkMap` holds one integer per chunk of the dataset's chunk grid: the
+*slot* of the chunk in ``raw_data`` (slot ``s`` covers rows
+``s * chunks[0] : (s + 1) * chunks[0]``), or ``-1`` when the chunk is entirely the
+fill value and is not stored at all.
+
+The virtual dataset of a version is built from *runs*: maximal sequences of chunks
+that are consecutive along axis 0 (same chunk coordinates on every other axis)
+and sit in consecutive slots.  One run becomes one virtual mapping, so a dataset
+written in one go is a handful of mappings instead of one per chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ChunkMap", "Runs", "grid_shape"]
+
+FILL = -1
+
+
+def grid_shape(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[int, ...]:
+    """Number of chunks along each axis (``ceil(shape / chunks)``)."""
+    return tuple(-(-n // c) for n, c in zip(shape, chunks))
+
+
+@dataclass(frozen=True, slots=True)
+class Runs:
+    """Runs of a chunk map, as parallel arrays.
+
+    ``coords[i]`` is the chunk coordinate of the first chunk of run ``i``,
+    ``length[i]`` the number of chunks it spans along axis 0 and ``slot[i]`` the
+    ``raw_data`` slot of its first chunk.
+    """
+
+    coords: np.ndarray  # (n_runs, ndim) int64
+    length: np.ndarray  # (n_runs,) int64
+    slot: np.ndarray  # (n_runs,) int64
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+
+class ChunkMap:
+    """The ``raw_data`` slot of every chunk of one dataset in one version."""
+
+    __slots__ = ("chunks", "shape", "slots")
+
+    def __init__(self, shape: tuple[int, ...], chunks: tuple[int, ...], slots: np.ndarray):
+        expected = grid_shape(shape, chunks)
+        if slots.shape != expected:
+            raise ValueError(
+                f"Expected a chunk map of shape {expected} for a dataset of shape {shape} "
+                f"with chunks {chunks}. Got {slots.shape} instead."
+            )
+        self.shape = tuple(shape)
+        self.chunks = tuple(chunks)
+        self.slots = slots
+
+    @classmethod
+    def empty(cls, shape: tuple[int, ...], chunks: tuple[int, ...]) -> ChunkMap:
+        """A chunk map where every chunk is the fill value."""
+        return cls(shape, chunks, np.full(grid_shape(shape, chunks), FILL, dtype=np.int64))
+
+    @classmethod
+    def from_runs(cls, shape: tuple[int, ...], chunks: tuple[int, ...], runs: Runs) -> ChunkMap:
+        """Expand runs back into one slot per chunk."""
+        chunk_map = cls.empty(shape, chunks)
+        if not len(runs):
+            return chunk_map
+        flat = chunk_map.slots.reshape(chunk_map.slots.shape[0], -1)
+        rest = runs.coords[:, 1:]
+        col = (
+            np.ravel_multi_index(tuple(rest.T), chunk_map.slots.shape[1:])
+            if rest.shape[1]
+            else np.zeros(len(runs), dtype=np.int64)
+        )
+        total = int(runs.length.sum())
+        # Row and slot of every chunk covered by a run, without a Python loop.
+        starts = np.repeat(np.cumsum(runs.length) - runs.length, runs.length)
+        step = np.arange(total, dtype=np.int64) - starts
+        rows = np.repeat(runs.coords[:, 0], runs.length) + step
+        cols = np.repeat(col, runs.length)
+        flat[rows, cols] = np.repeat(runs.slot, runs.length) + step
+        return chunk_map
+
+    def runs(self) -> Runs:
+        """Split the map into maximal runs of consecutive slots along axis 0.
+
+        Runs come out ordered by the coordinates of the other axes, then axis 0.
+        Fill chunks (slot -1) belong to no run.
+        """
+        ndim = len(self.shape)
+        if self.slots.size == 0:
+            empty = np.zeros((0, ndim), dtype=np.int64)
+            return Runs(empty, np.zeros(0, np.int64), np.zeros(0, np.int64))
+        n0 = self.slots.shape[0]
+        # Columns: every chunk coordinate on axes 1..; rows: axis 0.
+        by_column = self.slots.reshape(n0, -1).T  # (n_columns, n0)
+        stored = by_column >= 0
+        follows = np.zeros_like(stored)
+        follows[:, 1:] = stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        starts = stored & ~follows
+        col_idx, row_idx = np.nonzero(starts)
+        # The length of each run: distance to the next start or stored-gap in the column.
+        run_id = np.cumsum(starts.ravel()).reshape(starts.shape) - 1
+        lengths = np.bincount(run_id[stored], minlength=len(row_idx)).astype(np.int64)
+        slots = by_column[col_idx, row_idx].astype(np.int64)
+        other = (
+            np.stack(np.unravel_index(col_idx, self.slots.shape[1:]), axis=1)
+            if ndim > 1
+            else np.zeros((len(col_idx), 0), dtype=np.int64)
+        )
+        coords = np.concatenate([row_idx[:, None], other], axis=1).astype(np.int64)
+        return Runs(coords, lengths, slots)
+
+    def single_chunk_runs(self) -> Runs:
+        """One run per stored chunk, in C order over the chunk grid."""
+        coords = np.argwhere(self.slots >= 0).astype(np.int64)
+        slots = self.slots[tuple(coords.T)].astype(np.int64)
+        return Runs(coords, np.ones(len(coords), dtype=np.int64), slots)
+
+    def resized(self, shape: tuple[int, ...]) -> ChunkMap:
+        """The chunk map after a resize: kept chunks keep their slot, new ones are fill."""
+        new = ChunkMap.empty(shape, self.chunks)
+        common = tuple(slice(0, min(a, b)) for a, b in zip(new.slots.shape, self.slots.shape))
+        new.slots[common] = self.slots[common]
+        return new
+
+    def used_slots(self) -> np.ndarray:
+        """Sorted unique slots referenced by this map."""
+        return np.unique(self.slots[self.slots >= 0])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ChunkMap):
+            return NotImplemented
+        return (
+            self.shape == other.shape
+            and self.chunks == other.chunks
+            and np.array_equal(self.slots, other.slots)
+        )
+
+    def __repr__(self) -> str:
+        return f"ChunkMap(shape={self.shape}, chunks={self.chunks}, runs={len(self.runs())})"

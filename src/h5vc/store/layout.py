@@ -1,0 +1,58 @@
+"""Names, attributes and format numbers of the versioned file layout.
+
+::
+
+    <root>/_version_data/
+        versions/                 attrs: current_version, data_version
+            __first_version__/    empty root of the version DAG
+            <version>/            attrs: prev_version, committed, timestamp (+ user attrs)
+                <dataset>         virtual dataset over raw_data; attrs: raw_data, chunks (+ user attrs)
+        <dataset path>/
+            raw_data              chunks stacked along axis 0
+            hash_table            rows (sha256, (start, stop)); attr largest_index written last
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+VERSION_DATA = "_version_data"
+VERSIONS = "versions"
+FIRST_VERSION = "__first_version__"
+RAW_DATA = "raw_data"
+HASH_TABLE = "hash_table"
+
+#: data_version written by versioned-hdf5 2.6.0: one virtual mapping per chunk.
+DATA_VERSION_COMPAT = 4
+#: data_version of h5vc's own layout: run-merged mappings and hard-linked
+#: unchanged objects.  versioned-hdf5 refuses any data_version above 4 when it
+#: opens a file; a large value stays clear of its future layout numbers.
+DATA_VERSION_H5VC = 1000
+#: Layouts this library reads; versions before 4 had unreliable hash tables, so
+#: they are read but never written to.
+READABLE_DATA_VERSIONS = frozenset({1, 2, 3, DATA_VERSION_COMPAT, DATA_VERSION_H5VC})
+WRITABLE_DATA_VERSIONS = frozenset({DATA_VERSION_COMPAT, DATA_VERSION_H5VC})
+
+# Attributes on the versions group.
+ATTR_CURRENT_VERSION = "current_version"
+ATTR_DATA_VERSION = "data_version"
+# Attributes on a version group.
+ATTR_PREV_VERSION = "prev_version"
+ATTR_COMMITTED = "committed"
+ATTR_TIMESTAMP = "timestamp"
+ATTR_MESSAGE = "h5vc_message"
+ATTR_AUTHOR = "h5vc_author"
+VERSION_ATTRS = frozenset(
+    {ATTR_PREV_VERSION, ATTR_COMMITTED, ATTR_TIMESTAMP, ATTR_MESSAGE, ATTR_AUTHOR}
+)
+# Attributes on a committed virtual dataset and on raw_data.
+ATTR_RAW_DATA = "raw_data"
+ATTR_CHUNKS = "chunks"
+DATASET_ATTRS = frozenset({ATTR_RAW_DATA, ATTR_CHUNKS})
+# Attribute on hash_table: number of valid rows, written after the rows.
+ATTR_LARGEST_INDEX = "largest_index"
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f%z"
+
+HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,))])
+HASH_TABLE_CHUNKS = (4096,)

@@ -1,0 +1,207 @@
+"""The chunk store of one dataset path: ``raw_data`` plus its ``hash_table``.
+
+``raw_data`` holds every distinct chunk ever committed for the dataset, stacked
+along axis 0 (slot ``s`` is rows ``s*c0 : (s+1)*c0``).  ``hash_table`` maps each
+chunk's SHA-256 to its rows; its ``largest_index`` attribute (the number of valid
+rows) is written after the rows, so an interrupted commit leaves rows past it
+that are simply ignored.
+
+The hash index is read once per open store and then kept in memory and appended
+to, so a commit costs O(chunks written), not O(chunks ever stored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import MetadataMismatchError
+from h5vc.hashing import chunk_hash
+from h5vc.store.layout import (
+    ATTR_CHUNKS,
+    ATTR_LARGEST_INDEX,
+    HASH_TABLE,
+    HASH_TABLE_CHUNKS,
+    HASH_TABLE_DTYPE,
+    RAW_DATA,
+)
+
+__all__ = ["RawDataStore", "FillPolicy"]
+
+#: Decides whether a chunk equal to the fill value is left out of raw_data.
+FillPolicy = Callable[[np.ndarray], bool]
+
+
+class RawDataStore:
+    """``raw_data`` + ``hash_table`` of one dataset path, with an in-memory hash index."""
+
+    def __init__(self, group: h5py.Group):
+        self.group = group
+        self.raw_data: h5py.Dataset = group[RAW_DATA]
+        self.hash_table: h5py.Dataset = group[HASH_TABLE]
+        chunks_attr = self.raw_data.attrs.get(ATTR_CHUNKS)
+        self.chunks: tuple[int, ...] = (
+            tuple(int(c) for c in chunks_attr)
+            if chunks_attr is not None
+            else tuple(self.raw_data.chunks)
+        )
+        self._index: dict[bytes, int] | None = None
+        self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+
+    # -- creation -----------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        parent: h5py.Group,
+        path: str,
+        *,
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        fillvalue: Any = None,
+        filters: dict[str, Any] | None = None,
+    ) -> RawDataStore:
+        """Create the group ``parent/path`` with an empty raw_data and hash_table."""
+        group = parent.require_group(path)
+        create_kwargs: dict[str, Any] = dict(filters or {})
+        if fillvalue is not None and dtype.kind != "O":
+            create_kwargs["fillvalue"] = fillvalue
+        raw_data = group.create_dataset(
+            RAW_DATA,
+            shape=(0,) + tuple(chunks[1:]),
+            dtype=dtype,
+            chunks=tuple(chunks),
+            maxshape=(None,) + tuple(chunks[1:]),
+            **create_kwargs,
+        )
+        raw_data.attrs[ATTR_CHUNKS] = np.asarray(chunks, dtype=np.int64)
+        hash_table = group.create_dataset(
+            HASH_TABLE,
+            shape=(0,),
+            dtype=HASH_TABLE_DTYPE,
+            chunks=HASH_TABLE_CHUNKS,
+            maxshape=(None,),
+        )
+        hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
+        return cls(group)
+
+    def check_compatible(self, name: str, dtype: np.dtype, chunks: tuple[int, ...]) -> None:
+        """Raise if a dataset of this dtype and chunking cannot share this store."""
+        if tuple(chunks) != self.chunks:
+            raise MetadataMismatchError(
+                f"Dataset {name!r} is stored with chunks {self.chunks}; its chunks cannot "
+                f"change between versions. Got chunks={tuple(chunks)} instead."
+            )
+        if np.dtype(dtype) != self.raw_data.dtype and not (
+            np.dtype(dtype).kind == "O" and self.raw_data.dtype.kind == "O"
+        ):
+            raise MetadataMismatchError(
+                f"Dataset {name!r} is stored with dtype {self.raw_data.dtype}; its dtype "
+                f"cannot change between versions. Got dtype={np.dtype(dtype)} instead."
+            )
+
+    # -- the hash index -------------------------------------------------------------
+
+    @property
+    def n_slots(self) -> int:
+        """Number of chunk slots in raw_data."""
+        return self.raw_data.shape[0] // self.chunks[0]
+
+    @property
+    def index(self) -> dict[bytes, int]:
+        """SHA-256 digest -> slot, loaded from hash_table on first use."""
+        if self._index is None:
+            self._index = self._load_index()
+        return self._index
+
+    def _load_index(self) -> dict[bytes, int]:
+        if self._n_rows == 0:
+            return {}
+        rows = self.hash_table[: self._n_rows]
+        digests = np.ascontiguousarray(rows["hash"]).tobytes()
+        slots = (rows["shape"][:, 0] // self.chunks[0]).tolist()
+        return {digests[32 * i : 32 * (i + 1)]: slot for i, slot in enumerate(slots)}
+
+    # -- writing --------------------------------------------------------------------
+
+    def store_chunks(
+        self,
+        chunks: Sequence[np.ndarray],
+        *,
+        fillvalue: Any = None,
+        is_fill: FillPolicy | None = None,
+    ) -> np.ndarray:
+        """Store chunks not stored yet; return the slot of each (-1: left out as fill).
+
+        Identical chunks (same bytes and shape) share one slot, within this call and
+        across everything stored before.
+        """
+        slots = np.empty(len(chunks), dtype=np.int64)
+        index = self.index
+        pending: dict[bytes, int] = {}
+        new_chunks: list[np.ndarray] = []
+        new_digests: list[bytes] = []
+        next_slot = self.n_slots
+        for i, chunk in enumerate(chunks):
+            if is_fill is not None and is_fill(chunk):
+                slots[i] = -1
+                continue
+            digest = chunk_hash(chunk)
+            slot = index.get(digest)
+            if slot is None:
+                slot = pending.get(digest)
+            if slot is None:
+                slot = next_slot
+                next_slot += 1
+                pending[digest] = slot
+                new_chunks.append(chunk)
+                new_digests.append(digest)
+            slots[i] = slot
+        if new_chunks:
+            self._append(new_chunks, new_digests, fillvalue)
+            index.update(pending)
+        return slots
+
+    def _append(self, chunks: list[np.ndarray], digests: list[bytes], fillvalue: Any) -> None:
+        c0 = self.chunks[0]
+        first = self.n_slots
+        buffer = _stack_chunks(chunks, self.chunks, self.raw_data.dtype, fillvalue)
+        self.raw_data.resize((first + len(chunks)) * c0, axis=0)
+        self.raw_data[first * c0 :] = buffer
+        rows = np.zeros(len(chunks), dtype=HASH_TABLE_DTYPE)
+        rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
+        starts = (first + np.arange(len(chunks), dtype=np.int64)) * c0
+        rows["shape"][:, 0] = starts
+        rows["shape"][:, 1] = starts + np.fromiter((c.shape[0] for c in chunks), np.int64)
+        n_rows = self._n_rows
+        self.hash_table.resize((n_rows + len(chunks),))
+        self.hash_table[n_rows:] = rows
+        # Written last: readers trust rows up to this count only.
+        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + len(chunks))
+        self._n_rows = n_rows + len(chunks)
+
+
+def _stack_chunks(
+    chunks: list[np.ndarray], chunk_shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any
+) -> np.ndarray:
+    """Place chunks (possibly trimmed at the edge) in one full-size slab, padded."""
+    c0 = chunk_shape[0]
+    shape = (len(chunks) * c0,) + tuple(chunk_shape[1:])
+    if all(c.shape == chunk_shape for c in chunks):
+        if len(chunks) == 1:
+            return np.asarray(chunks[0], dtype=dtype)
+        return np.concatenate(chunks, axis=0).astype(dtype, copy=False)
+    if dtype.kind == "O":
+        buffer = np.empty(shape, dtype=dtype)
+        buffer[...] = b"" if fillvalue is None else fillvalue
+    else:
+        buffer = np.full(shape, 0 if fillvalue is None else fillvalue, dtype=dtype)
+    for i, chunk in enumerate(chunks):
+        region = (slice(i * c0, i * c0 + chunk.shape[0]),) + tuple(
+            slice(0, n) for n in chunk.shape[1:]
+        )
+        buffer[region] = chunk
+    return buffer

@@ -1,0 +1,514 @@
+"""The version DAG: metadata of committed versions, lookups and the commit itself.
+
+:class:`FileState` is everything an open versioned root keeps between calls: the
+HDF5 groups, one :class:`~h5vc.store.rawdata.RawDataStore` per dataset path
+(its hash index loaded once), a cache of chunk maps, and the :class:`VersionLog`.
+
+A commit is described by plain data built by the wrappers (:class:`GroupCommit`,
+:class:`DatasetCommit`, :class:`Link`) and written by :func:`commit_version`.
+Unchanged objects are hard-linked from the previous version, so a commit costs
+O(what changed).  The version group is marked ``committed`` last; if anything
+fails before, the partial group is removed and every earlier version is intact.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import (
+    InvalidTimestampError,
+    NotVersionedError,
+    UnsupportedFormatError,
+    VersionExistsError,
+    VersionNotFoundError,
+)
+from h5vc.staging import StagedChangesArray
+from h5vc.store import layout
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.rawdata import RawDataStore
+from h5vc.store.vds import create_virtual_dataset, read_chunk_map
+
+__all__ = [
+    "VersionInfo",
+    "VersionLog",
+    "FileState",
+    "GroupCommit",
+    "DatasetCommit",
+    "Link",
+    "commit_version",
+    "parse_timestamp",
+    "format_timestamp",
+]
+
+
+# -- timestamps ---------------------------------------------------------------------
+
+
+def parse_timestamp(value: Any) -> np.datetime64:
+    """A user timestamp as ``datetime64[us]`` in UTC; naive or non-UTC is an error."""
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise InvalidTimestampError("Expected a valid timestamp. Got NaT instead.")
+        return value.astype("datetime64[us]")
+    if isinstance(value, datetime):
+        offset = value.utcoffset()
+        if offset is None:
+            raise InvalidTimestampError(
+                f"Expected a timezone-aware datetime in UTC. Got the naive datetime "
+                f"{value.isoformat()} instead; pass tzinfo=datetime.timezone.utc."
+            )
+        if offset.total_seconds() != 0:
+            raise InvalidTimestampError(
+                f"Expected a datetime in UTC. Got {value.isoformat()} (UTC offset "
+                f"{offset}) instead; convert it with .astimezone(datetime.timezone.utc)."
+            )
+        return np.datetime64(value.replace(tzinfo=None), "us")
+    raise InvalidTimestampError(
+        f"Expected a datetime.datetime or numpy.datetime64 timestamp. "
+        f"Got {type(value).__name__} instead."
+    )
+
+
+def format_timestamp(ts: np.datetime64) -> str:
+    """The stored form: ``'%Y-%m-%d %H:%M:%S.%f+0000'``."""
+    text = str(ts.astype("datetime64[us]"))
+    return text.replace("T", " ") + "+0000"
+
+
+def _read_timestamp(text: str | bytes) -> np.datetime64:
+    if isinstance(text, bytes):
+        text = text.decode()
+    if text.endswith("+0000"):
+        return np.datetime64(text[:-5].replace(" ", "T"), "us")
+    parsed = datetime.strptime(text, layout.TIMESTAMP_FORMAT)
+    return parse_timestamp(parsed.astimezone(timezone.utc))
+
+
+def _attr_str(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray) and value.shape == ():
+        return _attr_str(value[()])
+    return str(value)
+
+
+# -- the version log -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class VersionInfo:
+    """Metadata of one committed version."""
+
+    name: str
+    prev_version: str | None
+    timestamp: np.datetime64
+    message: str | None = None
+    author: str | None = None
+
+
+class VersionLog:
+    """Committed versions of one versioned root, read once and kept up to date."""
+
+    def __init__(self, versions_group: h5py.Group):
+        self._group = versions_group
+        self._infos: dict[str, VersionInfo] = {}
+        self._by_time: list[tuple[np.datetime64, str]] = []
+        self.reload()
+
+    def reload(self) -> None:
+        infos: dict[str, VersionInfo] = {}
+        for name, group in self._group.items():
+            if name == layout.FIRST_VERSION:
+                continue
+            attrs = group.attrs
+            if not attrs.get(layout.ATTR_COMMITTED, False):
+                continue  # left behind by an interrupted commit
+            infos[name] = _info_from_attrs(name, attrs)
+        self._infos = infos
+        self._by_time = sorted((info.timestamp, name) for name, info in infos.items())
+
+    def add(self, info: VersionInfo) -> None:
+        self._infos[info.name] = info
+        bisect.insort(self._by_time, (info.timestamp, info.name))
+
+    def remove(self, name: str) -> None:
+        info = self._infos.pop(name)
+        self._by_time.remove((info.timestamp, name))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def names(self) -> list[str]:
+        """Committed version names, oldest first."""
+        return [name for _, name in self._by_time]
+
+    def info(self, name: str) -> VersionInfo:
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise VersionNotFoundError(f"Version {name!r} not found.") from None
+
+    def ancestors(self, name: str) -> Iterator[str]:
+        """``name``, its parent, grandparent, ... up to the first version."""
+        current: str | None = name
+        while current is not None:
+            yield current
+            current = self.info(current).prev_version
+
+    def at_time(self, ts: np.datetime64, exact: bool = False) -> str:
+        """The version committed at ``ts``, or the latest one before it."""
+        key = (ts, chr(0x10FFFF))
+        i = bisect.bisect_right(self._by_time, key)
+        if i == 0 or (exact and self._by_time[i - 1][0] != ts):
+            what = "at" if exact else "at or before"
+            raise VersionNotFoundError(f"No version was committed {what} {ts}.")
+        return self._by_time[i - 1][1]
+
+
+def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
+    prev = _attr_str(attrs.get(layout.ATTR_PREV_VERSION, layout.FIRST_VERSION))
+    message = attrs.get(layout.ATTR_MESSAGE)
+    author = attrs.get(layout.ATTR_AUTHOR)
+    return VersionInfo(
+        name=name,
+        prev_version=None if prev in ("", layout.FIRST_VERSION) else prev,
+        timestamp=_read_timestamp(attrs[layout.ATTR_TIMESTAMP]),
+        message=None if message is None else _attr_str(message),
+        author=None if author is None else _attr_str(author),
+    )
+
+
+# -- per-file state ------------------------------------------------------------------
+
+
+class FileState:
+    """The open state of one versioned root (a file or any group)."""
+
+    def __init__(self, root: h5py.Group):
+        self.root = root
+        self.writable = root.file.mode == "r+"
+        if layout.VERSION_DATA not in root:
+            if not self.writable:
+                raise NotVersionedError(
+                    f"Expected a versioned HDF5 file or group with a "
+                    f"{layout.VERSION_DATA!r} group. {root.file.filename!r} (group "
+                    f"{root.name!r}) has none and is open read-only, so it cannot be "
+                    f"initialized."
+                )
+            _initialize(root)
+        self.version_data: h5py.Group = root[layout.VERSION_DATA]
+        if layout.VERSIONS not in self.version_data:
+            raise NotVersionedError(
+                f"Expected a {layout.VERSIONS!r} group in {self.version_data.name!r} of "
+                f"{root.file.filename!r}. Got none: this is not a versioned file."
+            )
+        self.versions: h5py.Group = self.version_data[layout.VERSIONS]
+        self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
+        if self.data_version not in layout.READABLE_DATA_VERSIONS:
+            newer = self.data_version > layout.DATA_VERSION_H5VC
+            raise UnsupportedFormatError(
+                f"{root.file.filename!r} has data_version {self.data_version}; this "
+                f"version of h5vc reads data_version "
+                f"{sorted(layout.READABLE_DATA_VERSIONS)}."
+                + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
+            )
+        self.log = VersionLog(self.versions)
+        self._stores: dict[str, RawDataStore] = {}
+        self._chunk_maps: dict[tuple[str, str], ChunkMap] = {}
+
+    @property
+    def h5vc_layout(self) -> bool:
+        """True for h5vc's own layout (merged runs, hard links, unmapped fill)."""
+        return self.data_version == layout.DATA_VERSION_H5VC
+
+    @property
+    def current_version(self) -> str:
+        return _attr_str(self.versions.attrs[layout.ATTR_CURRENT_VERSION])
+
+    def set_current_version(self, name: str) -> None:
+        if name != layout.FIRST_VERSION and name not in self.log:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        self.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+
+    def version_group(self, name: str) -> h5py.Group:
+        if name == layout.FIRST_VERSION:
+            return self.versions[layout.FIRST_VERSION]
+        if name not in self.log:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        return self.versions[name]
+
+    def store(self, path: str) -> RawDataStore | None:
+        """The chunk store of dataset ``path`` (relative to the version root), if any."""
+        path = path.strip("/")
+        cached = self._stores.get(path)
+        if cached is not None:
+            return cached
+        if f"{path}/{layout.RAW_DATA}" not in self.version_data:
+            return None
+        store = RawDataStore(self.version_data[path])
+        self._stores[path] = store
+        return store
+
+    def create_store(self, path: str, **kwargs: Any) -> RawDataStore:
+        path = path.strip("/")
+        store = RawDataStore.create(self.version_data, path, **kwargs)
+        self._stores[path] = store
+        return store
+
+    def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
+        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once."""
+        key = (version, path.strip("/"))
+        cached = self._chunk_maps.get(key)
+        if cached is None:
+            cached = read_chunk_map(dataset, dataset_chunks(dataset))
+            self._chunk_maps[key] = cached
+        return cached
+
+    def remember_chunk_map(self, version: str, path: str, chunk_map: ChunkMap) -> None:
+        self._chunk_maps[(version, path.strip("/"))] = chunk_map
+
+    def forget(self) -> None:
+        """Drop every cache (after the file was rewritten underneath)."""
+        self._stores.clear()
+        self._chunk_maps.clear()
+        self.log.reload()
+
+
+def dataset_chunks(dataset: h5py.Dataset) -> tuple[int, ...]:
+    """The versioned chunk shape of a committed dataset (its ``chunks`` attribute)."""
+    chunks = dataset.attrs.get(layout.ATTR_CHUNKS)
+    if chunks is None:
+        raise UnsupportedFormatError(
+            f"Expected a {layout.ATTR_CHUNKS!r} attribute on the committed dataset "
+            f"{dataset.name!r}. Got none: it was not written by a versioned store."
+        )
+    return tuple(int(c) for c in np.atleast_1d(chunks))
+
+
+def _initialize(root: h5py.Group) -> None:
+    versions = root.create_group(f"{layout.VERSION_DATA}/{layout.VERSIONS}")
+    first = versions.create_group(layout.FIRST_VERSION)
+    first.attrs[layout.ATTR_TIMESTAMP] = format_timestamp(_now())
+    versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
+    versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+
+
+def _now() -> np.datetime64:
+    return np.datetime64(datetime.now(timezone.utc).replace(tzinfo=None), "us")
+
+
+# -- commit description ---------------------------------------------------------------
+
+
+@dataclass
+class Link:
+    """Reuse the committed object ``parent[name]`` unchanged (a hard link in h5vc's layout)."""
+
+    parent: h5py.Group
+    name: str
+
+
+@dataclass
+class DatasetCommit:
+    """A dataset whose data or attributes changed, to be written."""
+
+    path: str  # from the version root, e.g. "group/data"
+    array: StagedChangesArray
+    dtype: np.dtype  # the declared dtype (h5py string dtypes keep their metadata)
+    chunks: tuple[int, ...]
+    fillvalue: Any
+    attrs: dict[str, Any]
+    base_map: ChunkMap | None = None  # chunk map of the dataset in the previous version
+    filters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GroupCommit:
+    """A group (or the version root) with its attributes and children."""
+
+    attrs: dict[str, Any]
+    children: dict[str, GroupCommit | DatasetCommit | Link] = field(default_factory=dict)
+
+
+# -- the commit ------------------------------------------------------------------------
+
+
+def check_new_version_name(state: FileState, name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Expected a non-empty str as version name. Got {name!r} instead.")
+    if "/" in name or name in (".", "..", layout.FIRST_VERSION):
+        raise ValueError(
+            f"Expected a version name without '/' that is not {layout.FIRST_VERSION!r}. "
+            f"Got {name!r} instead."
+        )
+    if name in state.log or name in state.versions:
+        raise VersionExistsError(f"There is already a version with the name {name!r}.")
+    return name
+
+
+def commit_version(
+    state: FileState,
+    name: str,
+    prev_version: str | None,
+    root: GroupCommit,
+    *,
+    timestamp: np.datetime64 | None = None,
+    make_current: bool = True,
+    message: str | None = None,
+    author: str | None = None,
+) -> VersionInfo:
+    """Write ``root`` as the new version ``name``; all or nothing."""
+    ts = _now() if timestamp is None else timestamp
+    group = state.versions.create_group(name)
+    try:
+        _write_group(state, name, group, root)
+        attrs = group.attrs
+        attrs[layout.ATTR_PREV_VERSION] = prev_version or layout.FIRST_VERSION
+        attrs[layout.ATTR_TIMESTAMP] = format_timestamp(ts)
+        if message is not None:
+            attrs[layout.ATTR_MESSAGE] = message
+        if author is not None:
+            attrs[layout.ATTR_AUTHOR] = author
+        attrs[layout.ATTR_COMMITTED] = np.bool_(True)  # the commit marker, written last
+    except BaseException:
+        del state.versions[name]
+        raise
+    info = VersionInfo(name, prev_version, ts, message, author)
+    state.log.add(info)
+    if make_current:
+        state.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+    state.root.file.flush()
+    return info
+
+
+def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:
+    for key, value in spec.attrs.items():
+        group.attrs[key] = value
+    for child_name, child in spec.children.items():
+        if isinstance(child, Link):
+            if state.h5vc_layout:  # a hard link: no copy, one call
+                group.id.links.create_hard(child_name.encode(), child.parent.id, child.name.encode())
+            else:
+                _copy_object(state, version, group, child_name, child.parent[child.name])
+        elif isinstance(child, GroupCommit):
+            _write_group(state, version, group.create_group(child_name), child)
+        else:
+            _write_dataset(state, version, group, child_name, child)
+
+
+def _copy_object(
+    state: FileState, version: str, group: h5py.Group, name: str, obj: h5py.HLObject
+) -> None:
+    """The versioned-hdf5 layout keeps objects per version: recreate instead of linking."""
+    if isinstance(obj, h5py.Group):
+        sub = group.create_group(name)
+        for key, value in obj.attrs.items():
+            sub.attrs[key] = value
+        for child_name, child in obj.items():
+            _copy_object(state, version, sub, child_name, child)
+        return
+    source_version, path = _version_and_path(state, obj)
+    store = state.store(path)
+    assert store is not None, f"no raw_data for {path}"
+    chunk_map = state.chunk_map(source_version, path, obj)
+    dset = create_virtual_dataset(
+        group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
+    )
+    for key, value in obj.attrs.items():
+        dset.attrs[key] = value
+    state.remember_chunk_map(version, path, chunk_map)
+
+
+def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
+    """(version, path inside the version) of an object opened from a version group."""
+    prefix = state.versions.name.rstrip("/") + "/"
+    assert obj.name is not None and obj.name.startswith(prefix)
+    version, path = obj.name[len(prefix) :].split("/", 1)
+    return version, path
+
+
+def _write_dataset(
+    state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
+) -> None:
+    array = spec.array
+    store = state.store(spec.path)
+    if store is None:
+        store = state.create_store(
+            spec.path,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            fillvalue=spec.fillvalue,
+            filters=spec.filters,
+        )
+    else:
+        store.check_compatible(spec.path, spec.dtype, spec.chunks)
+    chunk_map = staged_chunk_map(array, store, spec.fillvalue)
+    dset = create_virtual_dataset(
+        group,
+        name,
+        store.raw_data,
+        chunk_map,
+        fillvalue=spec.fillvalue,
+        merge=state.h5vc_layout,
+    )
+    attrs = dset.attrs
+    attrs[layout.ATTR_CHUNKS] = np.asarray(spec.chunks, dtype=np.int64)
+    attrs[layout.ATTR_RAW_DATA] = store.raw_data.name
+    for key, value in spec.attrs.items():
+        attrs[key] = value
+    state.remember_chunk_map(version, spec.path, chunk_map)
+
+
+def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:
+    """Store the staged chunks of ``array`` and return the chunk map of the result.
+
+    Chunks still on the base slab (raw_data) keep their slot; chunks on the fill
+    slab and staged chunks equal to the fill value are not stored (slot -1): the
+    virtual dataset reads them as its fill value.
+    """
+    if array.n_base_slabs > 1:
+        raise AssertionError("a staged dataset has at most one base slab (raw_data)")
+    c0 = array.chunk_size[0]
+    slab_indices = np.asarray(array.slab_indices)
+    slots = np.where(slab_indices == 1, np.asarray(array.slab_offsets) // c0, -1)
+    coords: list[tuple[int, ...]] = []
+    chunks: list[np.ndarray] = []
+    for chunk_coords, data in array.changes():
+        coords.append(chunk_coords)
+        chunks.append(data)
+    is_fill = _fill_test(array.dtype, fillvalue)
+    new_slots = store.store_chunks(chunks, fillvalue=fillvalue, is_fill=is_fill)
+    if coords:
+        slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
+    return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
+
+
+def _fill_test(dtype: np.dtype, fillvalue: Any) -> Any:
+    if dtype.kind == "O":
+        fill_obj = b"" if fillvalue is None else fillvalue
+
+        def is_fill_obj(chunk: np.ndarray) -> bool:
+            return all(item == fill_obj or item == "" for item in chunk.ravel())
+
+        return is_fill_obj
+    fill = np.zeros((), dtype=dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)
+    fill_bytes = fill.tobytes()
+
+    def is_fill(chunk: np.ndarray) -> bool:
+        if dtype.kind == "f" and np.isnan(fill):
+            return bool(np.isnan(chunk).all())
+        return bool(np.all(chunk == fill)) and (
+            dtype.kind not in "fc" or chunk.size == 0 or chunk.ravel()[:1].tobytes() == fill_bytes
+        )
+
+    return is_fill

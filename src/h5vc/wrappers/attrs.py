@@ -1,0 +1,133 @@
+"""Attributes of staged and committed objects.
+
+Committed attributes are a read-only view that hides the bookkeeping attributes
+of the layout (``prev_version``, ``raw_data``, ...).  Staged attributes are an
+in-memory dict seeded from the previous version and written at commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, MutableMapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import ReadOnlyError
+
+__all__ = ["CommittedAttributes", "StagedAttributes"]
+
+
+class CommittedAttributes(Mapping[str, Any]):
+    """Read-only attributes of an object in a committed version."""
+
+    def __init__(self, attrs: h5py.AttributeManager, hidden: frozenset[str], owner: str):
+        self._attrs = attrs
+        self._hidden = hidden
+        self._owner = owner
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._hidden:
+            raise KeyError(f"Can't open attribute (attribute {key!r} doesn't exist)")
+        return self._attrs[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return (key for key in self._attrs if key not in self._hidden)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self._hidden and key in self._attrs
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise ReadOnlyError(
+            f"Attributes of {self._owner} belong to a committed version and are read-only; "
+            f"stage a new version to change them."
+        )
+
+    __setitem__ = __delitem__ = create = modify = _read_only
+
+    def __repr__(self) -> str:
+        return f"<Attributes of committed {self._owner}: {dict(self)!r}>"
+
+
+class StagedAttributes(MutableMapping[str, Any]):
+    """Attributes of a staged object; ``modified`` tells whether they changed."""
+
+    def __init__(self, base: h5py.AttributeManager | None, hidden: frozenset[str] = frozenset()):
+        self._base = base
+        self._hidden = hidden
+        self._values: dict[str, Any] | None = None if base is not None else {}
+        self.modified = False
+        self.read_only_reason: str | None = None
+
+    def _data(self) -> dict[str, Any]:
+        if self._values is None:
+            assert self._base is not None
+            self._values = {k: v for k, v in self._base.items() if k not in self._hidden}
+        return self._values
+
+    def _check_writable(self, key: str) -> None:
+        if self.read_only_reason is not None:
+            raise ReadOnlyError(self.read_only_reason)
+        if not isinstance(key, str):
+            raise TypeError(f"Expected a str attribute name. Got {type(key).__name__} instead.")
+        if key in self._hidden:
+            raise ValueError(
+                f"Expected an attribute name other than {sorted(self._hidden)}, which the "
+                f"versioned layout reserves. Got {key!r}."
+            )
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._data()[key]
+        except KeyError:
+            raise KeyError(f"Can't open attribute (attribute {key!r} doesn't exist)") from None
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check_writable(key)
+        self._data()[key] = _normalize(value)
+        self.modified = True
+
+    def __delitem__(self, key: str) -> None:
+        self._check_writable(key)
+        data = self._data()
+        if key not in data:
+            raise KeyError(f"Can't delete attribute (attribute {key!r} doesn't exist)")
+        del data[key]
+        self.modified = True
+
+    def create(self, name: str, data: Any, shape: Any = None, dtype: Any = None) -> None:
+        value = np.asarray(data, dtype=dtype)
+        if shape is not None:
+            value = value.reshape(shape)
+        self[name] = value
+
+    def modify(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._data()))
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._data())
+
+    def __repr__(self) -> str:
+        return f"<Staged attributes: {self._data()!r}>"
+
+
+def _normalize(value: Any) -> Any:
+    """Store what HDF5 would give back: numpy scalars/arrays, str for text."""
+    if isinstance(value, str | bytes | np.ndarray | np.generic):
+        return value
+    array = np.asarray(value)
+    if array.dtype.kind == "U":
+        return array  # h5py stores lists of str as variable-length strings
+    return array[()] if array.shape == () else array

@@ -1,0 +1,403 @@
+"""h5py-like datasets of a versioned file.
+
+:class:`StagedDataset` is a dataset of a version being staged: reads and writes
+go to a :class:`~h5vc.staging.StagedChangesArray` whose base slab is the
+dataset's ``raw_data``, so only touched chunks are read or held in memory.
+:class:`CommittedDataset` is a read-only dataset of a committed version; it reads
+through the same engine (with no staged slab), following the version's chunk
+map and coalescing consecutive ``raw_data`` rows into single reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import ReadOnlyError
+from h5vc.staging import StagedChangesArray
+from h5vc.store import layout
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.versions import DatasetCommit, Link
+from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
+
+__all__ = [
+    "CommittedDataset",
+    "StagedDataset",
+    "array_from_chunk_map",
+    "coerce_value",
+    "default_fill",
+]
+
+
+def array_from_chunk_map(
+    chunk_map: ChunkMap, raw_data: h5py.Dataset, dtype: np.dtype, fillvalue: Any
+) -> StagedChangesArray:
+    """A staging array whose chunks sit on ``raw_data`` per ``chunk_map``."""
+    slots = chunk_map.slots
+    stored = slots >= 0
+    return StagedChangesArray(
+        shape=chunk_map.shape,
+        chunk_size=chunk_map.chunks,
+        dtype=dtype,
+        fill_value=fillvalue,
+        base_slabs=[raw_data],
+        slab_indices=stored.astype(np.intp),
+        slab_offsets=np.where(stored, slots * chunk_map.chunks[0], 0).astype(np.intp),
+    )
+
+
+def default_fill(dtype: np.dtype) -> Any:
+    """The fill value HDF5 uses when none is given."""
+    if dtype.kind == "O":
+        return b""
+    return np.zeros((), dtype=dtype)[()]
+
+
+class _DatasetBase:
+    """What committed and staged datasets share: shape, dtype, reads, numpy protocol."""
+
+    _name: str
+    _chunks: tuple[int, ...]
+    _fillvalue: Any
+    _raw_data: h5py.Dataset | None
+    _filters: dict[str, Any]
+
+    @property
+    def _data(self) -> StagedChangesArray:
+        raise NotImplementedError
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        raise NotImplementedError
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self._chunks
+
+    @property
+    def fillvalue(self) -> Any:
+        return self._fillvalue
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def maxshape(self) -> tuple[int | None, ...]:
+        return (None,) * self.ndim
+
+    def _filter(self, key: str) -> Any:
+        if self._raw_data is not None:
+            return getattr(self._raw_data, key)
+        return self._filters.get(key, False if key in ("shuffle", "fletcher32") else None)
+
+    @property
+    def compression(self) -> str | None:
+        return self._filter("compression")
+
+    @property
+    def compression_opts(self) -> Any:
+        return self._filter("compression_opts")
+
+    @property
+    def shuffle(self) -> bool:
+        return bool(self._filter("shuffle"))
+
+    @property
+    def fletcher32(self) -> bool:
+        return bool(self._filter("fletcher32"))
+
+    @property
+    def scaleoffset(self) -> int | None:
+        return self._filter("scaleoffset")
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("Attempt to take len() of scalar dataset")
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.shape:
+            raise TypeError("Can't iterate over a scalar dataset")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str):
+            raise ValueError(
+                f"Expected an index of integers, slices, arrays or masks. Got the field "
+                f"name {index!r}; compound field selection is not supported."
+            )
+        return self._data[index]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        data = np.asarray(self._data[...])
+        return data if dtype is None else data.astype(dtype)
+
+    def astype(self, dtype: Any) -> AstypeView:
+        """A view reading this dataset converted to ``dtype`` (like h5py's)."""
+        return AstypeView(self, np.dtype(dtype))
+
+    def asstr(self, encoding: str = "utf-8", errors: str = "strict") -> AsStrView:
+        """A view reading variable-length or fixed-length bytes as ``str``."""
+        return AsStrView(self, encoding, errors)
+
+    def read_direct(self, dest: np.ndarray, source_sel: Any = None, dest_sel: Any = None) -> None:
+        """Read ``self[source_sel]`` into ``dest[dest_sel]``."""
+        source = self[() if source_sel is None else source_sel]
+        dest[() if dest_sel is None else dest_sel] = source
+
+    def __repr__(self) -> str:
+        return f'<{type(self).__name__} "{self.name}": shape {self.shape}, type "{self.dtype.str}">'
+
+
+class AstypeView:
+    """``dataset.astype(dtype)``: index it or convert it with numpy."""
+
+    def __init__(self, dataset: _DatasetBase, dtype: np.dtype):
+        self._dataset = dataset
+        self.dtype = dtype
+
+    def __getitem__(self, index: Any) -> Any:
+        return np.asarray(self._dataset[index]).astype(self.dtype)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        data = np.asarray(self._dataset).astype(self.dtype)
+        return data if dtype is None else data.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+
+class AsStrView:
+    """``dataset.asstr()``: bytes decoded to ``str`` on read."""
+
+    def __init__(self, dataset: _DatasetBase, encoding: str, errors: str):
+        self._dataset = dataset
+        self._encoding = encoding
+        self._errors = errors
+
+    def _decode(self, value: Any) -> Any:
+        return value.decode(self._encoding, self._errors) if isinstance(value, bytes) else value
+
+    def __getitem__(self, index: Any) -> Any:
+        data = self._dataset[index]
+        if isinstance(data, np.ndarray):
+            out = np.empty(data.shape, dtype=object)
+            out.ravel()[:] = [self._decode(v) for v in data.ravel()]
+            return out
+        return self._decode(data)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self[...], dtype=dtype)
+
+    def __len__(self) -> int:
+        return len(self._dataset)
+
+
+class CommittedDataset(_DatasetBase):
+    """A read-only dataset of a committed version."""
+
+    def __init__(
+        self,
+        dataset: h5py.Dataset,
+        *,
+        version: str,
+        path: str,
+        chunk_map: ChunkMap,
+        raw_data: h5py.Dataset,
+    ):
+        self._dataset = dataset
+        self._version = version
+        self._path = path
+        self._name = "/" + path
+        self._chunk_map = chunk_map
+        self._raw_data = raw_data
+        self._chunks = chunk_map.chunks
+        self._filters = {}
+        self._fillvalue = dataset.fillvalue
+        self._array: StagedChangesArray | None = None
+        self.attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
+
+    def _describe(self) -> str:
+        return f"dataset {self._name!r} of version {self._version!r}"
+
+    @property
+    def _data(self) -> StagedChangesArray:
+        if self._array is None:
+            self._array = array_from_chunk_map(
+                self._chunk_map, self._raw_data, self._dataset.dtype, self._fillvalue
+            )
+        return self._array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._chunk_map.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dataset.dtype
+
+    @property
+    def dataset(self) -> h5py.Dataset:
+        """The virtual dataset in the file (read it with any HDF5 tool)."""
+        return self._dataset
+
+    @property
+    def version_name(self) -> str:
+        return self._version
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise ReadOnlyError(
+            f"The {self._describe()} is read-only: committed versions never change. "
+            f"Stage a new version with stage_version() to modify it."
+        )
+
+    __setitem__ = resize = _read_only  # type: ignore[assignment]
+
+    def write_direct(self, *args: Any, **kwargs: Any) -> None:
+        self._read_only()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        root = self._dataset.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
+        return (_reopen_committed, (self._dataset.file.filename, root, self._version, self._path))
+
+
+def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:
+    """Reopen a committed dataset in another process (pickling, dask workers)."""
+    from h5vc.api import VersionedHDF5File
+
+    file = h5py.File(filename, "r")
+    dataset = VersionedHDF5File(file[root])[version][path]
+    assert isinstance(dataset, CommittedDataset)
+    return dataset
+
+
+class StagedDataset(_DatasetBase):
+    """A dataset of a version being staged."""
+
+    def __init__(
+        self,
+        name: str,
+        array: StagedChangesArray,
+        *,
+        chunks: tuple[int, ...],
+        fillvalue: Any,
+        dtype: np.dtype,
+        attrs: StagedAttributes,
+        raw_data: h5py.Dataset | None = None,
+        base: Link | None = None,
+        base_map: ChunkMap | None = None,
+        filters: dict[str, Any] | None = None,
+    ):
+        self._name = name
+        self._array = array
+        self._chunks = tuple(chunks)
+        self._fillvalue = fillvalue
+        self._dtype = dtype
+        self._raw_data = raw_data
+        self._base = base
+        self._base_map = base_map
+        self._filters = dict(filters or {})
+        self.attrs = attrs
+        self._read_only_reason: str | None = None
+
+    @property
+    def _data(self) -> StagedChangesArray:
+        return self._array
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    def _check_writable(self) -> None:
+        if self._read_only_reason is not None:
+            raise ReadOnlyError(self._read_only_reason)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._check_writable()
+        self._array[index] = coerce_value(value, self._dtype)
+
+    def resize(self, size: int | tuple[int, ...], axis: int | None = None) -> None:
+        """Resize like ``h5py.Dataset.resize``: grow or shrink any axis."""
+        self._check_writable()
+        if axis is not None:
+            if not isinstance(size, int | np.integer):
+                raise TypeError("Argument 'size' must be an int when 'axis' is given")
+            if not 0 <= axis < self.ndim:
+                raise ValueError(f"Invalid axis {axis} for a dataset of rank {self.ndim}")
+            new_shape = list(self.shape)
+            new_shape[axis] = int(size)
+        else:
+            new_shape = [int(size)] if isinstance(size, int | np.integer) else [int(n) for n in size]
+        if len(new_shape) != self.ndim:
+            raise TypeError(
+                f"New shape length ({len(new_shape)}) must match dataset rank ({self.ndim})"
+            )
+        if any(n < 0 for n in new_shape):
+            raise ValueError(f"Expected a shape of non-negative sizes. Got {tuple(new_shape)}.")
+        self._array.resize(tuple(new_shape))
+
+    @property
+    def is_new(self) -> bool:
+        return self._base is None
+
+    @property
+    def changed(self) -> bool:
+        if self._base is None or self.attrs.modified or self._array.has_changes:
+            return True
+        assert self._base_map is not None
+        return self.shape != self._base_map.shape
+
+    def to_commit(self, path: str) -> DatasetCommit | Link:
+        if not self.changed:
+            assert self._base is not None
+            return self._base
+        return DatasetCommit(
+            path=path,
+            array=self._array,
+            dtype=self._dtype,
+            chunks=self._chunks,
+            fillvalue=self._fillvalue,
+            attrs=self.attrs.to_dict(),
+            base_map=self._base_map,
+            filters=self._filters,
+        )
+
+    def close_staging(self, reason: str) -> None:
+        """Make the dataset read-only once its version is committed or abandoned."""
+        self._read_only_reason = reason
+        self.attrs.read_only_reason = reason
+
+
+def coerce_value(value: Any, dtype: np.dtype) -> Any:
+    """Values as the engine stores them: text in string datasets becomes bytes."""
+    if dtype.kind != "O":
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    array = np.asarray(value, dtype=object)
+    if array.shape == ():
+        return array[()].encode("utf-8") if isinstance(array[()], str) else array
+    out = np.empty(array.shape, dtype=object)
+    out.ravel()[:] = [v.encode("utf-8") if isinstance(v, str) else v for v in array.ravel()]
+    return out

@@ -1,0 +1,439 @@
+"""h5py-like groups of a versioned file: staged (writable) and committed (read-only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Union
+
+import h5py
+import numpy as np
+
+from h5vc.chunking import guess_chunks
+from h5vc.errors import ReadOnlyError
+from h5vc.staging import StagedChangesArray
+from h5vc.store import layout
+from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, dataset_chunks
+from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
+from h5vc.wrappers.dataset import (
+    CommittedDataset,
+    StagedDataset,
+    array_from_chunk_map,
+    coerce_value,
+    default_fill,
+)
+
+__all__ = ["CommittedGroup", "StagedGroup"]
+
+Node = Union["StagedGroup", StagedDataset]
+FILTER_KEYS = ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset")
+
+
+def _split(path: str) -> list[str]:
+    if not isinstance(path, str):
+        raise TypeError(f"Expected a str name. Got {type(path).__name__} instead.")
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        raise ValueError(f"Expected a non-empty object name. Got {path!r} instead.")
+    return parts
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+class _GroupBase:
+    """Navigation shared by staged and committed groups."""
+
+    _path: str
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    def _child(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def keys(self) -> list[str]:
+        raise NotImplementedError
+
+    def __getitem__(self, path: str) -> Any:
+        node: Any = self
+        for part in _split(path):
+            if not isinstance(node, _GroupBase):
+                raise KeyError(f"Unable to open object: {part!r} is under a dataset in {path!r}")
+            node = node._child(part)
+        return node
+
+    def get(self, path: str, default: Any = None) -> Any:
+        try:
+            return self[path]
+        except KeyError:
+            return default
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str):
+            return False
+        try:
+            self[path]
+        except (KeyError, ValueError):
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def values(self) -> list[Any]:
+        return [self._child(k) for k in self.keys()]
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, self._child(k)) for k in self.keys()]
+
+    def visititems(self, func: Callable[[str, Any], Any]) -> Any:
+        """Call ``func(relative_name, object)`` on every member, recursively, like h5py."""
+        stack: list[tuple[str, _GroupBase]] = [("", self)]
+        while stack:
+            prefix, group = stack.pop(0)
+            for key in group.keys():
+                child = group._child(key)
+                relative = _join(prefix, key)
+                result = func(relative, child)
+                if result is not None:
+                    return result
+                if isinstance(child, _GroupBase):
+                    stack.append((relative, child))
+        return None
+
+    def visit(self, func: Callable[[str], Any]) -> Any:
+        return self.visititems(lambda name, _obj: func(name))
+
+    def __repr__(self) -> str:
+        return f'<{type(self).__name__} "{self.name}" ({len(self)} members)>'
+
+
+class CommittedGroup(_GroupBase):
+    """A read-only group of a committed version (the version root or a subgroup)."""
+
+    def __init__(self, state: FileState, version: str, group: h5py.Group, path: str = ""):
+        self._state = state
+        self._version = version
+        self._group = group
+        self._path = path
+        hidden = layout.VERSION_ATTRS if path == "" else frozenset()
+        where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
+        self.attrs = CommittedAttributes(group.attrs, hidden, where)
+
+    @property
+    def version_name(self) -> str:
+        return self._version
+
+    @property
+    def group(self) -> h5py.Group:
+        """The version's group in the file."""
+        return self._group
+
+    def keys(self) -> list[str]:
+        return list(self._group.keys())
+
+    def _child(self, name: str) -> CommittedGroup | CommittedDataset:
+        try:
+            obj = self._group[name]
+        except KeyError:
+            raise KeyError(
+                f"Unable to open object {name!r} in {self.name!r} of version "
+                f"{self._version!r}: no such member"
+            ) from None
+        path = _join(self._path, name)
+        if isinstance(obj, h5py.Group):
+            return CommittedGroup(self._state, self._version, obj, path)
+        store = self._state.store(path)
+        if store is None:
+            raise KeyError(f"{path!r} in version {self._version!r} has no raw_data")
+        chunk_map = self._state.chunk_map(self._version, path, obj)
+        return CommittedDataset(
+            obj, version=self._version, path=path, chunk_map=chunk_map, raw_data=store.raw_data
+        )
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise ReadOnlyError(
+            f"Version {self._version!r} is committed and read-only; "
+            f"stage a new version with stage_version() to change it."
+        )
+
+    create_dataset = create_group = require_group = require_dataset = _read_only
+    __setitem__ = __delitem__ = _read_only
+
+
+class StagedGroup(_GroupBase):
+    """A group of a version being staged; behaves like an ``h5py.Group``."""
+
+    def __init__(self, state: FileState, base_version: str | None, base: h5py.Group | None, path: str = ""):
+        self._state = state
+        self._base_version = base_version
+        self._base = base
+        self._path = path
+        self._loaded: dict[str, Node] = {}
+        self._deleted: set[str] = set()
+        self._structure_changed = False
+        root = path == ""
+        # Attributes of a version group belong to that version only; those of
+        # subgroups carry over.
+        self.attrs = StagedAttributes(
+            None if root or base is None else base.attrs,
+            layout.VERSION_ATTRS if root else frozenset(),
+        )
+        self._read_only_reason: str | None = None
+
+    # -- reading ------------------------------------------------------------------
+
+    def keys(self) -> list[str]:
+        names = [] if self._base is None else [k for k in self._base if k not in self._deleted]
+        names += [k for k in self._loaded if k not in names]
+        return names
+
+    def _child(self, name: str) -> Node:
+        node = self._loaded.get(name)
+        if node is not None:
+            return node
+        if self._base is None or name in self._deleted or name not in self._base:
+            raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
+        node = self._load(name)
+        self._loaded[name] = node
+        return node
+
+    def _load(self, name: str) -> Node:
+        assert self._base is not None and self._base_version is not None
+        obj = self._base[name]
+        path = _join(self._path, name)
+        if isinstance(obj, h5py.Group):
+            return StagedGroup(self._state, self._base_version, obj, path)
+        store = self._state.store(path)
+        assert store is not None, f"no raw_data for {path}"
+        chunk_map = self._state.chunk_map(self._base_version, path, obj)
+        fillvalue = obj.fillvalue if obj.dtype.kind != "O" else default_fill(obj.dtype)
+        array = array_from_chunk_map(chunk_map, store.raw_data, obj.dtype, fillvalue)
+        return StagedDataset(
+            "/" + path,
+            array,
+            chunks=chunk_map.chunks,
+            fillvalue=obj.fillvalue,
+            dtype=obj.dtype,
+            attrs=StagedAttributes(obj.attrs, layout.DATASET_ATTRS),
+            raw_data=store.raw_data,
+            base=Link(self._base, name),
+            base_map=chunk_map,
+        )
+
+    # -- writing ------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._read_only_reason is not None:
+            raise ReadOnlyError(self._read_only_reason)
+
+    def _parent_for(self, path: str, create: bool) -> tuple[StagedGroup, str]:
+        parts = _split(path)
+        group: StagedGroup = self
+        for part in parts[:-1]:
+            if part in group:
+                child = group._child(part)
+                if not isinstance(child, StagedGroup):
+                    raise ValueError(f"Unable to create {path!r}: {part!r} is a dataset")
+                group = child
+            elif create:
+                group = group.create_group(part)
+            else:
+                raise KeyError(f"Unable to open object {part!r}: no such member")
+        return group, parts[-1]
+
+    def _add(self, name: str, node: Node) -> None:
+        if name in self:
+            raise ValueError(f"Unable to create {name!r} in {self.name!r} (name already exists)")
+        self._deleted.discard(name)
+        self._loaded[name] = node
+        self._structure_changed = True
+
+    def create_group(self, name: str, track_order: Any = None) -> StagedGroup:
+        self._check_writable()
+        parent, leaf = self._parent_for(name, create=True)
+        if parent is not self:
+            return parent.create_group(leaf)
+        group = StagedGroup(self._state, None, None, _join(self._path, leaf))
+        self._add(leaf, group)
+        return group
+
+    def require_group(self, name: str) -> StagedGroup:
+        if name in self:
+            node = self[name]
+            if not isinstance(node, StagedGroup):
+                raise TypeError(f"Incompatible object ({type(node).__name__}) already exists")
+            return node
+        return self.create_group(name)
+
+    def create_dataset(
+        self,
+        name: str,
+        shape: Any = None,
+        dtype: Any = None,
+        data: Any = None,
+        *,
+        chunks: Any = None,
+        fillvalue: Any = None,
+        compression: Any = None,
+        compression_opts: Any = None,
+        shuffle: Any = None,
+        fletcher32: Any = None,
+        scaleoffset: Any = None,
+        maxshape: Any = None,
+        **kwds: Any,
+    ) -> StagedDataset:
+        """Create a dataset, with the arguments of ``h5py.Group.create_dataset``."""
+        self._check_writable()
+        parent, leaf = self._parent_for(name, create=True)
+        if parent is not self:
+            return parent.create_dataset(
+                leaf, shape, dtype, data, chunks=chunks, fillvalue=fillvalue,
+                compression=compression, compression_opts=compression_opts, shuffle=shuffle,
+                fletcher32=fletcher32, scaleoffset=scaleoffset, maxshape=maxshape, **kwds,
+            )  # fmt: skip
+        if leaf in self:
+            raise ValueError(f"Unable to create dataset {leaf!r} in {self.name!r} (name already exists)")
+        filters = {
+            "compression": compression,
+            "compression_opts": compression_opts,
+            "shuffle": shuffle,
+            "fletcher32": fletcher32,
+            "scaleoffset": scaleoffset,
+            **kwds,
+        }
+        dataset = _new_dataset(
+            self._state, _join(self._path, leaf), shape, dtype, data, chunks, fillvalue,
+            maxshape, {k: v for k, v in filters.items() if v not in (None, False)},
+        )  # fmt: skip
+        self._add(leaf, dataset)
+        return dataset
+
+    def require_dataset(self, name: str, shape: Any, dtype: Any, exact: bool = False, **kwds: Any) -> StagedDataset:
+        if name not in self:
+            return self.create_dataset(name, shape, dtype, **kwds)
+        node = self[name]
+        if not isinstance(node, StagedDataset):
+            raise TypeError(f"Incompatible object ({type(node).__name__}) already exists")
+        if tuple(shape) != node.shape:
+            raise TypeError(f"Shapes do not match (existing {node.shape} vs new {tuple(shape)})")
+        if exact and np.dtype(dtype) != node.dtype:
+            raise TypeError(f"Datatypes do not exactly match (existing {node.dtype} vs new {dtype})")
+        return node
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        self.create_dataset(name, data=value)
+
+    def __delitem__(self, path: str) -> None:
+        self._check_writable()
+        parent, leaf = self._parent_for(path, create=False)
+        if leaf not in parent:
+            raise KeyError(f"Couldn't delete link {path!r}: no such member")
+        parent._loaded.pop(leaf, None)
+        if parent._base is not None and leaf in parent._base:
+            parent._deleted.add(leaf)
+        parent._structure_changed = True
+
+    # -- commit -------------------------------------------------------------------
+
+    @property
+    def changed(self) -> bool:
+        if self._base is None or self._structure_changed or self.attrs.modified:
+            return True
+        return any(node.changed for node in self._loaded.values())
+
+    def to_commit(self) -> GroupCommit:
+        children: dict[str, GroupCommit | DatasetCommit | Link] = {}
+        for key in self.keys():
+            node = self._loaded.get(key)
+            if node is None:
+                assert self._base is not None
+                children[key] = Link(self._base, key)
+            elif isinstance(node, StagedDataset):
+                children[key] = node.to_commit(_join(self._path, key))
+            elif node.changed:
+                children[key] = node.to_commit()
+            else:
+                assert self._base is not None
+                children[key] = Link(self._base, key)
+        return GroupCommit(attrs=self.attrs.to_dict(), children=children)
+
+    def close_staging(self, reason: str) -> None:
+        """Make this group and everything loaded below it read-only."""
+        self._read_only_reason = reason
+        self.attrs.read_only_reason = reason
+        for node in self._loaded.values():
+            node.close_staging(reason)
+
+
+def _new_dataset(
+    state: FileState,
+    path: str,
+    shape: Any,
+    dtype: Any,
+    data: Any,
+    chunks: Any,
+    fillvalue: Any,
+    maxshape: Any,
+    filters: dict[str, Any],
+) -> StagedDataset:
+    """A brand-new staged dataset, validated like h5py validates create_dataset."""
+    if data is not None and not isinstance(data, np.ndarray):
+        data = np.asarray(data, dtype=None if dtype is None or np.dtype(dtype).kind == "O" else dtype)
+    if dtype is None:
+        dtype = data.dtype if data is not None else np.dtype("f4")
+    dtype = np.dtype(dtype)
+    if data is not None and dtype.kind != "O" and data.dtype != dtype:
+        data = data.astype(dtype)
+    if dtype.kind == "U" or (data is not None and data.dtype.kind == "U"):
+        dtype = h5py.string_dtype()
+    if shape is None:
+        if data is None:
+            raise TypeError("One of data, shape or dtype must be specified")
+        shape = data.shape
+    shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(n) for n in shape)
+    if data is not None and int(np.prod(data.shape)) != int(np.prod(shape)):
+        raise ValueError(f"Shape tuple is incompatible with data: {shape} vs {data.shape}")
+    chunks = _parse_chunks(chunks, shape, dtype, maxshape)
+    existing = state.store(path)
+    if existing is not None:
+        existing.check_compatible(path, dtype, chunks)
+    fill = default_fill(dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)[()]
+    if data is None:
+        array = StagedChangesArray(shape, chunks, dtype if dtype.kind != "O" else np.dtype(object), fill_value=fill)
+    else:
+        values = np.asarray(coerce_value(data, dtype), dtype=dtype if dtype.kind != "O" else object)
+        array = StagedChangesArray.from_array(values.reshape(shape), chunks, fill_value=fill)
+    return StagedDataset(
+        "/" + path,
+        array,
+        chunks=chunks,
+        fillvalue=fillvalue if fillvalue is not None or dtype.kind == "O" else fill,
+        dtype=dtype,
+        attrs=StagedAttributes(None, layout.DATASET_ATTRS),
+        raw_data=existing.raw_data if existing is not None else None,
+        filters=filters,
+    )
+
+
+def _parse_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any) -> tuple[int, ...]:
+    if chunks is None or chunks is True:
+        if not shape:
+            raise TypeError("Scalar datasets cannot be versioned: chunked storage needs a shape")
+        return guess_chunks(shape, dtype, maxshape)
+    if chunks is False:
+        raise ValueError("Expected chunks=None, True or a tuple: versioned datasets are always chunked")
+    parsed = (int(chunks),) if isinstance(chunks, int | np.integer) else tuple(int(c) for c in chunks)
+    if len(parsed) != len(shape):
+        raise ValueError(
+            f"Chunk shape must have the same rank as the data shape. "
+            f"Got chunks={parsed} for shape {shape}."
+        )
+    if any(c <= 0 for c in parsed):
+        raise ValueError(f"All chunk dimensions must be positive (got chunks={parsed})")
+    return parsed
