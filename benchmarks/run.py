@@ -415,7 +415,7 @@ def update_readme(readme: pathlib.Path, markdown: str) -> bool:
     return True
 
 
-def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path) -> str:
+def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path, quick: bool) -> str:
     """Commit time against version number (workload small_edits); returns a status line."""
     runs = results.get("small_edits", {})
     series = {
@@ -445,7 +445,8 @@ def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path) -> 
     axes.set_yscale("log")
     axes.set_xlabel("version number")
     axes.set_ylabel("commit time (ms, log scale)")
-    axes.set_title("Commit editing 100 elements of a 10M-element float64 dataset")
+    size = "1M" if quick else "10M"
+    axes.set_title(f"small_edits: commits editing 100 of {size} float64 elements")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend()
     figure.tight_layout()
@@ -565,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(document, indent=1) + "\n")
     print(f"\nresults written to {args.out}")
-    print(draw_chart(results, args.chart))
+    print(draw_chart(results, args.chart, args.quick))
 
     markdown = "\n\n".join(
         f"**{name}**{' (quick)' if args.quick else ''}\n\n{render_markdown(rows)}"
