@@ -346,13 +346,15 @@ def build_table(
             metrics.setdefault(key, {})[lib] = value
     ours = metrics_of(results.get("h5vc"))
     for key, by_lib in _ordered(metrics, workload.h5py_baseline):
+        if any(isinstance(value, list) for value in by_lib.values()):
+            continue  # per-step series: in the JSON and the chart
         row = [key, *(_format_value(key, by_lib[lib]) if lib in by_lib else "" for lib in shown)]
-        if "h5vc" in shown:
+        if "h5vc" in shown and key.endswith(("_s", "_bytes")):
             for peer in peers:
                 theirs = metrics_of(results.get(peer))
                 peer_key = workload.h5py_baseline.get(key, key) if peer == "h5py" else key
                 row.append(_ratio(ours.get(key), theirs.get(peer_key)))
-        rows.append(row)
+        rows.append(row + [""] * (len(header) - len(row)))
     return rows
 
 
