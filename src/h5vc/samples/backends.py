@@ -123,8 +123,36 @@ def index_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
     return directory / f"{uid}.index"
 
 
-def _sample_selection(index: int, shape: tuple[int, ...]) -> tuple[Any, ...]:
-    return (index, *(slice(0, dim) for dim in shape))
+class _SampleIO:
+    """Reads and writes whole samples of one dataset through HDF5's low-level calls.
+
+    The low-level calls skip h5py's selection machinery, which costs more than the
+    compression of an image-sized sample. The file dataspace is created once and
+    reselected for every sample.
+    """
+
+    __slots__ = ("_file_space", "_memory_spaces", "dataset")
+
+    def __init__(self, dataset: h5py.Dataset) -> None:
+        self.dataset = dataset
+        self._file_space = dataset.id.get_space()
+        self._memory_spaces: dict[tuple[int, ...], h5py.h5s.SpaceID] = {}
+
+    def _spaces(self, index: int, shape: tuple[int, ...]) -> tuple[Any, Any]:
+        memory_space = self._memory_spaces.get(shape)
+        if memory_space is None:
+            memory_space = (
+                h5py.h5s.create_simple(shape) if shape else h5py.h5s.create(h5py.h5s.SCALAR)
+            )
+            self._memory_spaces[shape] = memory_space
+        self._file_space.select_hyperslab((index, *(0 for _ in shape)), (1, *shape))
+        return memory_space, self._file_space
+
+    def write(self, index: int, array: np.ndarray) -> None:
+        self.dataset.id.write(*self._spaces(index, array.shape), array)
+
+    def read(self, index: int, out: np.ndarray) -> None:
+        self.dataset.id.read(*self._spaces(index, out.shape), out)
 
 
 def _create_file(directory: pathlib.Path, cache: CacheSettings) -> tuple[str, h5py.File]:
@@ -157,7 +185,7 @@ class CollectionWriter:
             self.path.unlink()
             raise
 
-    def _create_datasets(self) -> list[h5py.Dataset]:
+    def _create_datasets(self) -> list[_SampleIO]:
         schema = self.schema
         options: dict[str, Any] = {
             "shape": (schema.collection_size, *schema.shape),
@@ -168,7 +196,7 @@ class CollectionWriter:
             **schema.compression.filter_kwargs(),
         }
         return [
-            self.h5file.create_dataset(str(number), **options)
+            _SampleIO(self.h5file.create_dataset(str(number), **options))
             for number in range(schema.collection_count)
         ]
 
@@ -179,15 +207,15 @@ class CollectionWriter:
     def write(self, array: np.ndarray) -> SampleRecord:
         """Store ``array`` (already checked against the schema) in the next free slot."""
         number, index = divmod(self._slots_used, self.schema.collection_size)
-        dataset = self._datasets[number]
+        sample_io = self._datasets[number]
         if array.size:
-            dataset.write_direct(array, dest_sel=_sample_selection(index, array.shape))
-            dataset.flush()  # SWMR: readers in other processes see the sample from now on
+            sample_io.write(index, array)
+            sample_io.dataset.flush()  # SWMR: readers in other processes see the sample from now on
         self._slots_used += 1
         if self.schema.backend == "01":
             return Record01(
                 uid=self.uid,
-                checksum=xxhash.xxh64_hexdigest(memoryview(array)),
+                checksum=xxhash.xxh64_hexdigest(array.data),
                 dataset=str(number),
                 index=index,
                 shape=array.shape,
@@ -198,9 +226,7 @@ class CollectionWriter:
         """Read back a sample of this file through the writing handle."""
         out = np.empty(record.shape, self.schema.dtype)
         if out.size:
-            self._datasets[int(record.dataset)].read_direct(
-                out, source_sel=_sample_selection(record.index, record.shape)
-            )
+            self._datasets[int(record.dataset)].read(record.index, out)
         return out
 
     def close(self) -> None:
@@ -226,7 +252,7 @@ class CollectionReader:
         self.schema = schema
         self.path = collection_path(directory, uid)
         self._index_path = index_path(directory, uid)
-        self._datasets: dict[str, h5py.Dataset] = {}
+        self._datasets: dict[str, _SampleIO] = {}
         self._open()
 
     def _open(self) -> None:
@@ -253,36 +279,36 @@ class CollectionReader:
         self._datasets.clear()
         self.h5file.close()
 
-    def _dataset(self, name: str) -> h5py.Dataset:
-        dataset = self._datasets.get(name)
-        if dataset is None:
+    def _dataset(self, name: str) -> _SampleIO:
+        sample_io = self._datasets.get(name)
+        if sample_io is None:
             node = self.h5file.get(name)
             if not isinstance(node, h5py.Dataset):
                 raise CorruptDataError(
                     f"Expected dataset {name!r} in collection file {self.path}. Got {node!r}."
                 )
-            dataset = self._datasets[name] = node
-        return dataset
+            sample_io = self._datasets[name] = _SampleIO(node)
+        return sample_io
 
     def read(self, record: SampleRecord) -> np.ndarray:
         """The sample ``record`` points to; checksums verified for backend ``01``."""
         if self.live and self._index_path.exists():
             self.close()
             self._open()
-        dataset = self._dataset(record.dataset)
+        sample_io = self._dataset(record.dataset)
         out = np.empty(record.shape, self.schema.dtype)
         try:
             if self.live:
-                dataset.refresh()
+                sample_io.dataset.refresh()
             if out.size:
-                dataset.read_direct(out, source_sel=_sample_selection(record.index, record.shape))
+                sample_io.read(record.index, out)
         except OSError as err:
             raise CorruptDataError(
                 f"Expected to read sample {record.index} of dataset {record.dataset!r} in "
                 f"{self.path}. Got an HDF5 error instead: {err}"
             ) from err
         if isinstance(record, Record01):
-            checksum = xxhash.xxh64_hexdigest(memoryview(out))
+            checksum = xxhash.xxh64_hexdigest(out.data)
             if checksum != record.checksum:
                 raise CorruptDataError(
                     f"Expected sample {record.index} of dataset {record.dataset!r} in "
@@ -291,7 +317,7 @@ class CollectionReader:
         return out
 
 
-def check_record(record: SampleRecord, schema: Schema, path: pathlib.Path) -> None:
+def check_record(record: SampleRecord, schema: Schema, directory: pathlib.Path) -> None:
     """Raise RecordFormatError unless ``record`` can point into a file of ``schema``."""
     number = int(record.dataset)
     if (
@@ -304,6 +330,6 @@ def check_record(record: SampleRecord, schema: Schema, path: pathlib.Path) -> No
     ):
         raise RecordFormatError(
             f"Expected a {schema.backend!r} record within {schema.collection_count} datasets "
-            f"of {schema.collection_size} samples of shape {schema.shape} for {path}. "
+            f"of {schema.collection_size} samples of shape {schema.shape} in {directory}. "
             f"Got {record.encode()!r} instead."
         )

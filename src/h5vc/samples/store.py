@@ -27,7 +27,6 @@ from h5vc.samples.backends import (
     CollectionReader,
     CollectionWriter,
     check_record,
-    collection_path,
 )
 from h5vc.samples.records import SampleRecord, decode_record
 from h5vc.samples.schema import (
@@ -46,7 +45,7 @@ _INDEX_SUFFIX = ".index"
 def content_digest(array: np.ndarray) -> str:
     """Hex xxh3-128 of a sample's dtype, shape and bytes: its key in the content index."""
     hasher = xxhash.xxh3_128(f"{array.dtype.str}|{array.shape}|".encode())
-    hasher.update(memoryview(array))
+    hasher.update(array.data)
     return hasher.hexdigest()
 
 
@@ -248,7 +247,7 @@ class SampleReader:
     def read(self, record: str | SampleRecord) -> np.ndarray:
         """The sample ``record`` points to (a record string or a decoded record)."""
         parsed = decode_record(record) if isinstance(record, str) else record
-        check_record(parsed, self.schema, collection_path(self.directory, parsed.uid))
+        check_record(parsed, self.schema, self.directory)
         collection = self._files.get(parsed.uid)
         if collection is None:
             collection = CollectionReader(self.directory, parsed.uid, self.schema)

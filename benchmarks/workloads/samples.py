@@ -1,0 +1,200 @@
+"""Workload: an image-like ML dataset in a sample store, for backends "00" and "01".
+
+3000 smooth, compressible 224x224 uint8 images (fixed seed) are written in one writer
+session and committed; then all are read back in random order by one process, and again
+by two worker processes that each read half. Both libraries use the same compression
+options and the same collection backend code. Every sample read is checked against what
+was written (the workers return an xxhash64 of each sample, compared in the parent).
+
+Metrics per backend ``B``: ``B_write_s`` (write + commit), ``B_read_s`` (random-order
+read of all samples), ``B_read2w_s`` (the same with 2 worker processes, pool already
+started), ``B_bytes`` (bytes on disk of the store).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from _common import Metrics, check_equal, main, require_library
+
+NAME = "samples"
+LIBRARIES = ("h5vc", "hangar")
+BACKENDS = ("00", "01")
+SHAPE = (224, 224)
+COMPRESSION = {"complib": "blosc:lz4", "complevel": 5, "shuffle": "byte"}
+FULL_COUNT = 3000
+QUICK_COUNT = 200
+SEED = 20240601
+
+
+def make_images(count: int, seed: int = SEED) -> list[np.ndarray]:
+    """Image-like samples: a quantised gradient with a few flat shapes and mild noise."""
+    rng = np.random.default_rng(seed)
+    rows = np.arange(SHAPE[0], dtype=np.float32)[:, None]
+    cols = np.arange(SHAPE[1], dtype=np.float32)[None, :]
+    images = []
+    for _ in range(count):
+        slope_r, slope_c = rng.uniform(-0.5, 0.5, size=2)
+        image = rng.uniform(40, 200) + slope_r * rows + slope_c * cols
+        image = np.floor(image / 4) * 4
+        for _ in range(rng.integers(2, 6)):
+            r0, c0 = rng.integers(0, 200, size=2)
+            radius = rng.integers(8, 48)
+            disk = (rows - r0) ** 2 + (cols - c0) ** 2 < radius**2
+            image = np.where(disk, rng.integers(0, 256), image)
+        noise = rng.random(SHAPE) < 0.02
+        image = np.where(noise, image + rng.integers(-8, 9, size=SHAPE), image)
+        images.append(np.ascontiguousarray(np.clip(image, 0, 255).astype(np.uint8)))
+    return images
+
+
+def directory_bytes(path: pathlib.Path) -> float:
+    return float(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()))
+
+
+def digest(array: np.ndarray) -> str:
+    import xxhash
+
+    return xxhash.xxh64_hexdigest(np.ascontiguousarray(array).data)
+
+
+# ----------------------------------------------------------------------------- h5vc
+
+
+def _h5vc_worker(task: tuple[Any, list[str]]) -> list[str]:
+    reader, records = task
+    return [digest(reader.read(record)) for record in records]
+
+
+def _h5vc_backend(
+    backend: str, workdir: pathlib.Path, images: list[np.ndarray], order: np.ndarray, pool: Any
+) -> tuple[Metrics, list[np.ndarray], list[list[str]]]:
+    from h5vc.samples import SampleStore
+
+    directory = workdir / f"h5vc-{backend}"
+    start = time.perf_counter()
+    store = SampleStore(directory, backend, SHAPE, np.uint8, COMPRESSION)
+    with store.writer() as writer:
+        records = [writer.write(image) for image in images]
+    write_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    with store.reader() as reader:
+        got = [reader.read(records[i]) for i in order]
+    read_s = time.perf_counter() - start
+
+    halves = [[records[i] for i in part] for part in np.array_split(order, 2)]
+    start = time.perf_counter()
+    digests = pool.map(_h5vc_worker, [(store.reader(), half) for half in halves])
+    read2w_s = time.perf_counter() - start
+    metrics = {"write_s": write_s, "read_s": read_s, "read2w_s": read2w_s}
+    metrics["bytes"] = directory_bytes(directory)
+    return metrics, got, digests
+
+
+# --------------------------------------------------------------------------- hangar
+
+
+def _hangar_worker(task: tuple[str, str, list[int]]) -> list[str]:
+    from hangar import Repository
+
+    path, column, keys = task
+    checkout = Repository(path, exists=True).checkout()
+    try:
+        col = checkout.columns[column]
+        with col:
+            return [digest(col[key]) for key in keys]
+    finally:
+        checkout.close()
+
+
+def _hangar_backend(
+    backend: str, workdir: pathlib.Path, images: list[np.ndarray], order: np.ndarray, pool: Any
+) -> tuple[Metrics, list[np.ndarray], list[list[str]]]:
+    import contextlib
+    import io
+
+    from hangar import Repository
+
+    directory = workdir / f"hangar-{backend}"
+    directory.mkdir()
+    column = f"images{backend}"
+    repo = Repository(directory, exists=False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        repo.init(user_name="bench", user_email="bench@example.org", remove_old=True)
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        checkout = repo.checkout(write=True)
+    col = checkout.add_ndarray_column(
+        column, prototype=images[0], backend=backend, backend_options=dict(COMPRESSION)
+    )
+    with col:
+        for key, image in enumerate(images):
+            col[key] = image
+    checkout.commit("add samples")
+    checkout.close()
+    write_s = time.perf_counter() - start
+
+    start = time.perf_counter()
+    checkout = repo.checkout()
+    col = checkout.columns[column]
+    with col:
+        got = [col[int(i)] for i in order]
+    checkout.close()
+    read_s = time.perf_counter() - start
+
+    halves = [[int(i) for i in part] for part in np.array_split(order, 2)]
+    start = time.perf_counter()
+    digests = pool.map(_hangar_worker, [(str(directory), column, half) for half in halves])
+    read2w_s = time.perf_counter() - start
+    metrics = {"write_s": write_s, "read_s": read_s, "read2w_s": read2w_s}
+    metrics["bytes"] = directory_bytes(directory / ".hangar")
+    return metrics, got, digests
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def run(lib: str, workdir: pathlib.Path, quick: bool) -> dict[str, float]:
+    require_library(lib, LIBRARIES, NAME)
+    if lib == "hangar":
+        os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+        import hangar  # noqa: F401  (imported before the pool forks)
+
+        run_backend = _hangar_backend
+    else:
+        import h5vc.samples  # noqa: F401
+
+        run_backend = _h5vc_backend
+    import xxhash  # noqa: F401
+
+    count = QUICK_COUNT if quick else FULL_COUNT
+    images = make_images(count)
+    expected = [digest(image) for image in images]
+    order = np.random.default_rng(SEED + 1).permutation(count)
+    metrics: dict[str, float] = {}
+    # Workers fork before any file is open and are warm before timing starts.
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        pool.map(abs, [0, 0])
+        for backend in BACKENDS:
+            result, got, digests = run_backend(backend, workdir, images, order, pool)
+            for position, i in enumerate(order):
+                check_equal(got[position], images[i], f"{lib} {backend} sample {i}")
+            parallel = [d for part in digests for d in part]
+            if parallel != [expected[i] for i in order]:
+                raise AssertionError(f"{lib} {backend}: a worker read differs from the write.")
+            metrics.update({f"{backend}_{key}": float(value) for key, value in result.items()})
+    return metrics
+
+
+if __name__ == "__main__":
+    main(NAME, LIBRARIES, run)
