@@ -433,6 +433,7 @@ def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path, qui
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         return "chart skipped: matplotlib is not installed"
     labels = {
@@ -450,7 +451,8 @@ def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path, qui
     size = "1M" if quick else "10M"
     axes.set_title(f"small_edits: commits editing 100 of {size} float64 elements")
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend()
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.legend(framealpha=0.9)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
