@@ -486,29 +486,7 @@ def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: 
     for chunk_coords, data in array.changes():
         coords.append(chunk_coords)
         chunks.append(data)
-    is_fill = _fill_test(array.dtype, fillvalue)
-    new_slots = store.store_chunks(chunks, fillvalue=fillvalue, is_fill=is_fill)
+    new_slots = store.store_chunks(chunks, fillvalue=fillvalue)
     if coords:
         slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
     return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
-
-
-def _fill_test(dtype: np.dtype, fillvalue: Any) -> Any:
-    if dtype.kind == "O":
-        fill_obj = b"" if fillvalue is None else fillvalue
-
-        def is_fill_obj(chunk: np.ndarray) -> bool:
-            return all(item == fill_obj or item == "" for item in chunk.ravel())
-
-        return is_fill_obj
-    fill = np.zeros((), dtype=dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)
-    fill_bytes = fill.tobytes()
-
-    def is_fill(chunk: np.ndarray) -> bool:
-        if dtype.kind == "f" and np.isnan(fill):
-            return bool(np.isnan(chunk).all())
-        return bool(np.all(chunk == fill)) and (
-            dtype.kind not in "fc" or chunk.size == 0 or chunk.ravel()[:1].tobytes() == fill_bytes
-        )
-
-    return is_fill

@@ -12,14 +12,14 @@ to, so a commit costs O(chunks written), not O(chunks ever stored).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import h5py
 import numpy as np
 
 from h5vc.errors import MetadataMismatchError
-from h5vc.hashing import chunk_hash
+from h5vc.hashing import fill_chunk_hash, hash_chunks
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -29,10 +29,7 @@ from h5vc.store.layout import (
     RAW_DATA,
 )
 
-__all__ = ["RawDataStore", "FillPolicy"]
-
-#: Decides whether a chunk equal to the fill value is left out of raw_data.
-FillPolicy = Callable[[np.ndarray], bool]
+__all__ = ["RawDataStore"]
 
 
 class RawDataStore:
@@ -49,6 +46,7 @@ class RawDataStore:
             else tuple(self.raw_data.chunks)
         )
         self._index: dict[bytes, int] | None = None
+        self._fillvalue: Any = None
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
 
     # -- creation -----------------------------------------------------------------
@@ -106,6 +104,13 @@ class RawDataStore:
     # -- the hash index -------------------------------------------------------------
 
     @property
+    def fillvalue(self) -> Any:
+        """The dataset's fill value (raw_data carries it)."""
+        if self._fillvalue is None:
+            self._fillvalue = self.raw_data.fillvalue
+        return self._fillvalue
+
+    @property
     def n_slots(self) -> int:
         """Number of chunk slots in raw_data."""
         return self.raw_data.shape[0] // self.chunks[0]
@@ -128,28 +133,33 @@ class RawDataStore:
     # -- writing --------------------------------------------------------------------
 
     def store_chunks(
-        self,
-        chunks: Sequence[np.ndarray],
-        *,
-        fillvalue: Any = None,
-        is_fill: FillPolicy | None = None,
+        self, chunks: Sequence[np.ndarray], *, fillvalue: Any = None, skip_fill: bool = True
     ) -> np.ndarray:
-        """Store chunks not stored yet; return the slot of each (-1: left out as fill).
+        """Store chunks not stored yet; return the slot of each (-1: all fill value).
 
         Identical chunks (same bytes and shape) share one slot, within this call and
-        across everything stored before.
+        across everything stored before.  With ``skip_fill``, chunks whose bytes are
+        exactly those of the fill value are not stored at all: their digest is
+        compared with the digest of a fill chunk of the same shape.
         """
         slots = np.empty(len(chunks), dtype=np.int64)
+        digests = hash_chunks(chunks)
         index = self.index
         pending: dict[bytes, int] = {}
+        fill_digests: dict[tuple[int, ...], bytes] = {}
+        fill = _fill_scalar(self.raw_data.dtype, fillvalue)
         new_chunks: list[np.ndarray] = []
         new_digests: list[bytes] = []
         next_slot = self.n_slots
-        for i, chunk in enumerate(chunks):
-            if is_fill is not None and is_fill(chunk):
-                slots[i] = -1
-                continue
-            digest = chunk_hash(chunk)
+        for i, (chunk, digest) in enumerate(zip(chunks, digests)):
+            if skip_fill:
+                fill_digest = fill_digests.get(chunk.shape)
+                if fill_digest is None:
+                    fill_digest = fill_chunk_hash(chunk.shape, chunk.dtype, fill)
+                    fill_digests[chunk.shape] = fill_digest
+                if digest == fill_digest:
+                    slots[i] = -1
+                    continue
             slot = index.get(digest)
             if slot is None:
                 slot = pending.get(digest)
@@ -161,7 +171,7 @@ class RawDataStore:
                 new_digests.append(digest)
             slots[i] = slot
         if new_chunks:
-            self._append(new_chunks, new_digests, fillvalue)
+            self._append(new_chunks, new_digests, fill)
             index.update(pending)
         return slots
 
@@ -184,24 +194,35 @@ class RawDataStore:
         self._n_rows = n_rows + len(chunks)
 
 
+def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
+    if fillvalue is not None:
+        return fillvalue
+    return b"" if dtype.kind == "O" else np.zeros((), dtype=dtype)[()]
+
+
 def _stack_chunks(
-    chunks: list[np.ndarray], chunk_shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any
+    chunks: list[np.ndarray], chunk_shape: tuple[int, ...], dtype: np.dtype, fill: Any
 ) -> np.ndarray:
     """Place chunks (possibly trimmed at the edge) in one full-size slab, padded."""
     c0 = chunk_shape[0]
-    shape = (len(chunks) * c0,) + tuple(chunk_shape[1:])
-    if all(c.shape == chunk_shape for c in chunks):
-        if len(chunks) == 1:
-            return np.asarray(chunks[0], dtype=dtype)
-        return np.concatenate(chunks, axis=0).astype(dtype, copy=False)
-    if dtype.kind == "O":
-        buffer = np.empty(shape, dtype=dtype)
-        buffer[...] = b"" if fillvalue is None else fillvalue
-    else:
-        buffer = np.full(shape, 0 if fillvalue is None else fillvalue, dtype=dtype)
-    for i, chunk in enumerate(chunks):
-        region = (slice(i * c0, i * c0 + chunk.shape[0]),) + tuple(
-            slice(0, n) for n in chunk.shape[1:]
-        )
-        buffer[region] = chunk
+    if len(chunks) == 1 and chunks[0].shape == chunk_shape:
+        return np.asarray(chunks[0], dtype=dtype)
+    buffer = np.empty((len(chunks) * c0,) + tuple(chunk_shape[1:]), dtype=dtype)
+    full = [chunk.shape == chunk_shape for chunk in chunks]
+    i = 0
+    while i < len(chunks):
+        if full[i]:
+            j = i
+            while j < len(chunks) and full[j]:
+                j += 1
+            if j - i == 1:
+                buffer[i * c0 : j * c0] = chunks[i]
+            else:
+                np.concatenate(chunks[i:j], axis=0, out=buffer[i * c0 : j * c0])
+            i = j
+            continue
+        slot = buffer[i * c0 : (i + 1) * c0]
+        slot[...] = fill
+        slot[tuple(slice(0, n) for n in chunks[i].shape)] = chunks[i]
+        i += 1
     return buffer

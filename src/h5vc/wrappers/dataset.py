@@ -225,6 +225,7 @@ class CommittedDataset(_DatasetBase):
         path: str,
         chunk_map: ChunkMap,
         raw_data: h5py.Dataset,
+        fillvalue: Any,
     ):
         self._dataset = dataset
         self._version = version
@@ -234,7 +235,7 @@ class CommittedDataset(_DatasetBase):
         self._raw_data = raw_data
         self._chunks = chunk_map.chunks
         self._filters = {}
-        self._fillvalue = dataset.fillvalue
+        self._fillvalue = fillvalue
         self._array: StagedChangesArray | None = None
         self.attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
 
@@ -244,9 +245,9 @@ class CommittedDataset(_DatasetBase):
     @property
     def _data(self) -> StagedChangesArray:
         if self._array is None:
-            self._array = array_from_chunk_map(
-                self._chunk_map, self._raw_data, self._dataset.dtype, self._fillvalue
-            )
+            dtype = self._raw_data.dtype
+            fill = default_fill(dtype) if dtype.kind == "O" else self._fillvalue
+            self._array = array_from_chunk_map(self._chunk_map, self._raw_data, dtype, fill)
         return self._array
 
     @property
@@ -255,7 +256,7 @@ class CommittedDataset(_DatasetBase):
 
     @property
     def dtype(self) -> np.dtype:
-        return self._dataset.dtype
+        return self._raw_data.dtype
 
     @property
     def dataset(self) -> h5py.Dataset:

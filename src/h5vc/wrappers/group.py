@@ -153,7 +153,12 @@ class CommittedGroup(_GroupBase):
             raise KeyError(f"{path!r} in version {self._version!r} has no raw_data")
         chunk_map = self._state.chunk_map(self._version, path, obj)
         return CommittedDataset(
-            obj, version=self._version, path=path, chunk_map=chunk_map, raw_data=store.raw_data
+            obj,
+            version=self._version,
+            path=path,
+            chunk_map=chunk_map,
+            raw_data=store.raw_data,
+            fillvalue=store.fillvalue,
         )
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
@@ -212,14 +217,15 @@ class StagedGroup(_GroupBase):
         store = self._state.store(path)
         assert store is not None, f"no raw_data for {path}"
         chunk_map = self._state.chunk_map(self._base_version, path, obj)
-        fillvalue = obj.fillvalue if obj.dtype.kind != "O" else default_fill(obj.dtype)
-        array = array_from_chunk_map(chunk_map, store.raw_data, obj.dtype, fillvalue)
+        dtype = store.raw_data.dtype
+        fillvalue = store.fillvalue if dtype.kind != "O" else default_fill(dtype)
+        array = array_from_chunk_map(chunk_map, store.raw_data, dtype, fillvalue)
         return StagedDataset(
             "/" + path,
             array,
             chunks=chunk_map.chunks,
-            fillvalue=obj.fillvalue,
-            dtype=obj.dtype,
+            fillvalue=store.fillvalue,
+            dtype=dtype,
             attrs=StagedAttributes(obj.attrs, layout.DATASET_ATTRS),
             raw_data=store.raw_data,
             base=Link(self._base, name),
