@@ -160,9 +160,8 @@ def test_make_current_false(history: VersionedHDF5File) -> None:
 
 
 def test_unknown_prev_version(history: VersionedHDF5File) -> None:
-    with pytest.raises(KeyError, match="nope"):
-        with history.stage_version("v4", prev_version="nope"):
-            pass
+    with pytest.raises(KeyError, match="nope"), history.stage_version("v4", prev_version="nope"):
+        pass
     assert "v4" not in history
 
 
@@ -183,11 +182,10 @@ class Boom(Exception):
 
 
 def test_exception_inside_stage_commits_nothing(history: VersionedHDF5File, h5file) -> None:
-    with pytest.raises(Boom):
-        with history.stage_version("v4") as g:
-            g["x"][:] = 99
-            g["new"] = np.arange(5)
-            raise Boom
+    with pytest.raises(Boom), history.stage_version("v4") as g:
+        g["x"][:] = 99
+        g["new"] = np.arange(5)
+        raise Boom
     assert history.versions == ["v1", "v2", "v3"]
     assert history.current_version == "v3"
     assert "v4" not in h5file["_version_data/versions"]
@@ -243,15 +241,13 @@ def test_open_owns_the_file(path: str) -> None:
     assert vf.closed
     with h5vc.open(path) as vf:
         assert x_of(vf["v1"]) == 1
-        with pytest.raises(ValueError, match="read-only"):
-            with vf.stage_version("v2"):
-                pass
+        with pytest.raises(ValueError, match="read-only"), vf.stage_version("v2"):
+            pass
 
 
 def test_open_closes_the_file_on_error(path: str) -> None:
-    with pytest.raises(Boom):
-        with h5vc.open(path, "w") as vf:
-            raise Boom
+    with pytest.raises(Boom), h5vc.open(path, "w") as vf:
+        raise Boom
     assert not vf.f.id.valid
 
 
