@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from h5vc.staging.indexing import raise_numpy_setitem_error
 from h5vc.staging.plans import ChangesPlan, GetItemPlan, LoadPlan, ResizePlan, SetItemPlan
 
 __all__ = ["StagedChangesArray"]
@@ -141,7 +142,14 @@ class StagedChangesArray:
         return GetItemPlan(self, index).execute(self)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        SetItemPlan(self, index).execute(self, value)
+        try:
+            plan = SetItemPlan(self, index)
+            source = plan.value_source(self, value)
+        except (IndexError, TypeError, ValueError, OverflowError) as error:
+            # numpy checks the value against the index before the index's bounds
+            raise_numpy_setitem_error(index, self.shape, self.dtype, value, error)
+            raise  # unreachable: the line above always raises
+        plan.write(self, source)
 
     def resize(self, shape: Any) -> None:
         """Change the shape; new points hold the fill value."""

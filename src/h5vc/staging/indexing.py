@@ -20,7 +20,7 @@ import numpy as np
 
 from h5vc.staging.mapper import AxisSelection, PointsSelection, SliceSelection
 
-__all__ = ["ParsedIndex", "parse_index"]
+__all__ = ["ParsedIndex", "parse_index", "raise_numpy_setitem_error"]
 
 _FULL = slice(None)
 _REVERSED = slice(None, None, -1)
@@ -52,6 +52,23 @@ def _raise_numpy_error(index: Any, shape: tuple[int, ...], error: Exception) -> 
     dummy = np.broadcast_to(np.zeros((), dtype=np.uint8), shape)
     try:
         dummy[index]
+    except Exception as numpy_error:
+        raise numpy_error from None
+    raise error
+
+
+def raise_numpy_setitem_error(
+    index: Any, shape: tuple[int, ...], dtype: np.dtype, value: Any, error: Exception
+) -> None:
+    """Raise what numpy raises for ``array[index] = value``, else ``error``.
+
+    The assignment runs on a writeable zero-strided dummy, so it costs no memory.
+    """
+    dummy = np.lib.stride_tricks.as_strided(
+        np.zeros(1, dtype=dtype), shape, (0,) * len(shape), writeable=True
+    )
+    try:
+        dummy[index] = value
     except Exception as numpy_error:
         raise numpy_error from None
     raise error
@@ -136,9 +153,8 @@ def _parse_basic(index: Any, shape: tuple[int, ...]) -> ParsedIndex | None:
 def _canonical_items(index: Any) -> list[Any]:
     """The index as a list of None, Ellipsis, slices, integers and integer arrays.
 
-    ndindex validates each item and turns lists into arrays; a boolean array
-    becomes one integer array per axis it covers (its ``nonzero()``), a boolean
-    scalar stays a ``np.bool_``.
+    ndindex validates each item and turns lists into arrays; a boolean scalar
+    becomes a ``np.bool_``.
     """
     items: list[Any] = []
     for raw in index if isinstance(index, tuple) else (index,):
@@ -151,30 +167,50 @@ def _canonical_items(index: Any) -> list[Any]:
             items.append(item.raw)
         elif isinstance(item, ndindex.BooleanArray) and item.ndim == 0:
             items.append(np.bool_(item.array))
-        elif isinstance(item, ndindex.BooleanArray):
-            items.extend(np.nonzero(item.array))
         else:
             items.append(item.array)
     return items
 
 
-def _parse_general(index: Any, shape: tuple[int, ...]) -> ParsedIndex:
-    """Any index numpy accepts: integer and boolean arrays, boolean scalars."""
-    items = _canonical_items(index)
-    n_indexed = sum(
-        item is not None and item is not Ellipsis and not isinstance(item, np.bool_)
-        for item in items
-    )
+def _n_axes_indexed(item: Any) -> int:
+    if item is None or item is Ellipsis or isinstance(item, np.bool_):
+        return 0
+    if isinstance(item, np.ndarray) and item.dtype == bool:
+        return item.ndim
+    return 1
+
+
+def _expand_ellipsis(items: list[Any], shape: tuple[int, ...]) -> list[Any]:
+    """Replace the ellipsis (or pad the end) with full slices."""
+    n_indexed = sum(_n_axes_indexed(item) for item in items)
     if n_indexed > len(shape):
         raise IndexError("too many indices")
     ellipses = [at for at, item in enumerate(items) if item is Ellipsis]
     if len(ellipses) > 1:
         raise IndexError("more than one ellipsis")
-    if ellipses:
-        at = ellipses[0]
-        items[at : at + 1] = [slice(None)] * (len(shape) - n_indexed)
-    else:
-        items += [slice(None)] * (len(shape) - n_indexed)
+    at = ellipses[0] if ellipses else len(items)
+    return [*items[:at], *[slice(None)] * (len(shape) - n_indexed), *items[at + 1 :]]
+
+
+def _expand_masks(items: list[Any], shape: tuple[int, ...]) -> list[Any]:
+    """Replace each boolean mask with the integer arrays of its ``nonzero()``."""
+    expanded: list[Any] = []
+    axis = 0
+    for item in items:
+        n_axes = _n_axes_indexed(item)
+        if isinstance(item, np.ndarray) and item.dtype == bool:
+            if item.shape != shape[axis : axis + n_axes]:
+                raise IndexError("boolean index did not match indexed array")
+            expanded.extend(np.nonzero(item))
+        else:
+            expanded.append(item)
+        axis += n_axes
+    return expanded
+
+
+def _parse_general(index: Any, shape: tuple[int, ...]) -> ParsedIndex:
+    """Any index numpy accepts: integer and boolean arrays, boolean scalars."""
+    items = _expand_masks(_expand_ellipsis(_canonical_items(index), shape), shape)
     has_arrays = any(isinstance(item, np.ndarray | np.bool_) for item in items)
     arrays = [item for item in items if isinstance(item, np.ndarray)]
     broadcast_shape = np.broadcast_shapes(*(array.shape for array in arrays))
@@ -194,7 +230,10 @@ def _parse_general(index: Any, shape: tuple[int, ...]) -> ParsedIndex:
             axes.append(PointsSelection(points))
             post.append(np.broadcast_to(inverse, broadcast_shape))
         else:
-            axes.append(SliceSelection(operator.index(item) % size, 1, 1))
+            position = operator.index(item)
+            if not -size <= position < size:
+                raise IndexError("index out of bounds")
+            axes.append(SliceSelection(position % size, 1, 1))
             post.append(0)
     return ParsedIndex(tuple(axes), tuple(post), has_arrays)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from h5vc.staging.indexing import ParsedIndex, parse_index
+from h5vc.staging.indexing import ParsedIndex, parse_index, raise_numpy_setitem_error
 from h5vc.staging.mapper import AxisChunkPairs
 from h5vc.staging.transfer import OUT, VALUE, TransferPlan
 
@@ -229,6 +229,7 @@ class SetItemPlan:
     """
 
     def __init__(self, array: StagedChangesArray, index: Any) -> None:
+        self.user_index = index
         self.index = parse_index(index, array.shape)
         self.chunk_size = array.chunk_size
         self.read_transfers: list[TransferPlan] = []
@@ -299,7 +300,7 @@ class SetItemPlan:
         return "\n".join(lines)
 
     def value_source(self, array: StagedChangesArray, value: Any) -> np.ndarray:
-        """The value laid out as the orthogonal buffer; raises numpy's errors."""
+        """The value laid out as the orthogonal buffer (may raise; changes nothing)."""
         index, dtype = self.index, array.dtype
         if index.has_arrays:
             buffer = np.empty(index.buffer_shape, dtype=dtype)
@@ -321,7 +322,15 @@ class SetItemPlan:
         return buffer
 
     def execute(self, array: StagedChangesArray, value: Any) -> None:
-        source = self.value_source(array, value)  # the last step that may fail
+        try:
+            source = self.value_source(array, value)
+        except (TypeError, ValueError, OverflowError, IndexError) as error:
+            raise_numpy_setitem_error(self.user_index, array.shape, array.dtype, value, error)
+            raise  # unreachable: the line above always raises
+        self.write(array, source)
+
+    def write(self, array: StagedChangesArray, source: np.ndarray) -> None:
+        """Move chunks off read-only slabs, then copy ``source`` in (cannot fail)."""
         if self.moves is not None:
             self.moves.create_slab(array)
             self.moves.update_metadata(array)
