@@ -117,6 +117,24 @@ class ChunkMap:
         coords = np.concatenate([row_idx[:, None], other], axis=1).astype(np.int64)
         return Runs(coords, lengths, slots)
 
+    def run_ids(self) -> np.ndarray:
+        """For every chunk, the number of the run it belongs to (-1 for fill chunks).
+
+        Two chunks of one column (same coordinates past axis 0) are in the same run
+        exactly when they have the same run id; run numbers follow :meth:`runs`.
+        """
+        ids = np.full(self.slots.shape, -1, dtype=np.int64)
+        if self.slots.size == 0:
+            return ids
+        n0 = self.slots.shape[0]
+        by_column = self.slots.reshape(n0, -1).T
+        stored = by_column >= 0
+        follows = np.zeros_like(stored)
+        follows[:, 1:] = stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        run_id = np.cumsum((stored & ~follows).ravel()).reshape(stored.shape) - 1
+        ids.reshape(n0, -1).T[stored] = run_id[stored]
+        return ids
+
     def single_chunk_runs(self) -> Runs:
         """One run per stored chunk, in C order over the chunk grid."""
         coords = np.argwhere(self.slots >= 0).astype(np.int64)

@@ -22,6 +22,7 @@ from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.versions import DatasetCommit, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
+from h5vc.wrappers.direct import DirectReader
 
 __all__ = [
     "CommittedDataset",
@@ -237,7 +238,16 @@ class CommittedDataset(_DatasetBase):
         self._filters = {}
         self._fillvalue = fillvalue
         self._array: StagedChangesArray | None = None
+        self._direct: DirectReader | None = None
         self.attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
+
+    def __getitem__(self, index: Any) -> Any:
+        if self._direct is None:
+            self._direct = DirectReader(self._chunk_map, self._raw_data)
+        result = self._direct.read(index)
+        if result is None:
+            return super().__getitem__(index)
+        return result
 
     def _describe(self) -> str:
         return f"dataset {self._name!r} of version {self._version!r}"
