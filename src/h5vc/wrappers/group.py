@@ -12,7 +12,7 @@ from h5vc.chunking import guess_chunks
 from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
-from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, dataset_chunks
+from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
     CommittedDataset,
@@ -92,18 +92,23 @@ class _GroupBase:
         return [(k, self._child(k)) for k in self.keys()]
 
     def visititems(self, func: Callable[[str, Any], Any]) -> Any:
-        """Call ``func(relative_name, object)`` on every member, recursively, like h5py."""
-        stack: list[tuple[str, _GroupBase]] = [("", self)]
+        """Call ``func(relative_name, object)`` on every member, recursively, like h5py.
+
+        Members are visited depth first, each group before its members, names in
+        sorted order (h5py's order), until ``func`` returns something other than None.
+        """
+        stack: list[tuple[str, str, _GroupBase]] = [
+            (key, key, self) for key in sorted(self.keys(), reverse=True)
+        ]
         while stack:
-            prefix, group = stack.pop(0)
-            for key in group.keys():
-                child = group._child(key)
-                relative = _join(prefix, key)
-                result = func(relative, child)
-                if result is not None:
-                    return result
-                if isinstance(child, _GroupBase):
-                    stack.append((relative, child))
+            relative, key, parent = stack.pop()
+            child = parent._child(key)
+            result = func(relative, child)
+            if result is not None:
+                return result
+            if isinstance(child, _GroupBase):
+                members = sorted(child.keys(), reverse=True)
+                stack.extend((_join(relative, name), name, child) for name in members)
         return None
 
     def visit(self, func: Callable[[str], Any]) -> Any:

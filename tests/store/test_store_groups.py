@@ -1,0 +1,158 @@
+"""Staged and committed groups behave like h5py groups."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+from store_helpers import assert_same_array
+
+from h5vc import VersionedHDF5File
+
+
+@pytest.fixture
+def tree(vf: VersionedHDF5File) -> VersionedHDF5File:
+    """v1 holds a/b/c, a/d, top and group attributes."""
+    with vf.stage_version("v1") as g:
+        g.create_dataset("a/b/c", data=np.arange(5), chunks=(2,))
+        g["a/d"] = np.ones(3)
+        g["top"] = np.array([7, 8])
+        g["a"].attrs["level"] = "one"
+        g["a/b"].attrs["level"] = 2
+    return vf
+
+
+def test_nested_paths(tree: VersionedHDF5File, h5file: h5py.File) -> None:
+    v1 = tree["v1"]
+    assert sorted(v1) == ["a", "top"]
+    assert sorted(v1["a"]) == ["b", "d"]
+    assert_same_array(v1["a/b/c"][()], np.arange(5))
+    assert_same_array(v1["a"]["b"]["c"][()], np.arange(5))
+    assert "a/b/c" in v1 and "a/b" in v1 and "a/x" not in v1 and "top/x" not in v1
+    assert v1["a/b"].attrs["level"] == 2
+    assert_same_array(h5file["_version_data/versions/v1/a/b/c"][()], np.arange(5))
+    assert "raw_data" in h5file["_version_data/a/b/c"]
+
+
+def test_keys_values_items(tree: VersionedHDF5File) -> None:
+    for group in (tree["v1"]["a"],):
+        assert sorted(group.keys()) == ["b", "d"]
+        items = dict(group.items())
+        assert set(items) == {"b", "d"}
+        assert_same_array(items["d"][()], np.ones(3))
+        assert len(group.values()) == 2
+        assert len(group) == 2
+    with tree.stage_version("v2") as g:
+        assert sorted(g["a"].keys()) == ["b", "d"]
+        assert_same_array(dict(g["a"].items())["d"][()], np.ones(3))
+
+
+def test_visit(tree: VersionedHDF5File) -> None:
+    seen: list[str] = []
+    tree["v1"].visit(seen.append)
+    assert seen == ["a", "a/b", "a/b/c", "a/d", "top"]  # h5py's order: depth first, sorted
+    datasets: list[str] = []
+    tree["v1"].visititems(
+        lambda name, obj: datasets.append(name) if hasattr(obj, "dtype") else None
+    )
+    assert sorted(datasets) == ["a/b/c", "a/d", "top"]
+    assert tree["v1"].visit(lambda name: name if name.endswith("c") else None) == "a/b/c"
+    with tree.stage_version("v2") as g:
+        g["a/e"] = np.arange(2)
+        staged: list[str] = []
+        g.visit(staged.append)
+        assert staged == ["a", "a/b", "a/b/c", "a/d", "a/e", "top"]
+
+
+def test_create_and_require_group(tree: VersionedHDF5File) -> None:
+    with tree.stage_version("v2") as g:
+        new = g.create_group("n/m")
+        new["data"] = np.arange(4)
+        assert sorted(g.require_group("a")) == ["b", "d"]
+        assert sorted(g.require_group("fresh")) == []
+        with pytest.raises(ValueError):
+            g.create_group("a")
+        with pytest.raises(TypeError):
+            g.require_group("top")
+    v2 = tree["v2"]
+    assert sorted(v2) == ["a", "fresh", "n", "top"]
+    assert_same_array(v2["n/m/data"][()], np.arange(4))
+
+
+def test_delete(tree: VersionedHDF5File, h5file: h5py.File) -> None:
+    with tree.stage_version("v2") as g:
+        del g["a/b/c"]
+        del g["top"]
+        assert "top" not in g and "a/b/c" not in g and "a/b" in g
+        with pytest.raises(KeyError):
+            del g["top"]
+    v2 = tree["v2"]
+    assert sorted(v2) == ["a"]
+    assert sorted(v2["a/b"]) == []
+    assert "top" not in h5file["_version_data/versions/v2"]
+    assert_same_array(tree["v1"]["top"][()], np.array([7, 8]))
+
+
+def test_delete_group_and_recreate_dataset(tree: VersionedHDF5File) -> None:
+    with tree.stage_version("v2") as g:
+        del g["a"]
+    with tree.stage_version("v3") as g:
+        g.create_dataset("a/b/c", data=np.arange(10, 13), chunks=(2,))
+    assert sorted(tree["v2"]) == ["top"]
+    assert_same_array(tree["v3"]["a/b/c"][()], np.arange(10, 13))
+    assert "level" not in tree["v3"]["a"].attrs
+    assert_same_array(tree["v1"]["a/b/c"][()], np.arange(5))
+
+
+def test_setitem_existing_name_is_refused(tree: VersionedHDF5File) -> None:
+    with tree.stage_version("v2") as g:
+        with pytest.raises(ValueError):
+            g["top"] = np.arange(3)
+        with pytest.raises(ValueError):
+            g.create_dataset("a/d", data=np.arange(3))
+        assert_same_array(g["top"][()], np.array([7, 8]))
+
+
+def test_missing_member(tree: VersionedHDF5File) -> None:
+    with pytest.raises(KeyError):
+        tree["v1"]["nope"]
+    assert tree["v1"].get("nope") is None
+    with tree.stage_version("v2") as g, pytest.raises(KeyError):
+        g["a/nope"]
+
+
+def test_group_attrs_are_versioned(tree: VersionedHDF5File) -> None:
+    with tree.stage_version("v2") as g:
+        assert g["a"].attrs["level"] == "one"
+        g["a"].attrs["level"] = "changed"
+        g["a/b"].attrs["extra"] = np.arange(3)
+    assert tree["v1"]["a"].attrs["level"] == "one"
+    assert "extra" not in tree["v1"]["a/b"].attrs
+    assert tree["v2"]["a"].attrs["level"] == "changed"
+    assert tree["v2"]["a/b"].attrs["extra"].tolist() == [0, 1, 2]
+    assert tree["v2"]["a/b"].attrs["level"] == 2
+
+
+def test_committed_group_is_read_only(tree: VersionedHDF5File) -> None:
+    v1 = tree["v1"]
+    for action in (
+        lambda: v1.create_dataset("y", data=[1]),
+        lambda: v1.create_group("g"),
+        lambda: v1.__setitem__("y", [1]),
+        lambda: v1.__delitem__("top"),
+        lambda: v1.attrs.__setitem__("k", 1),
+        lambda: v1["a"].attrs.__setitem__("k", 1),
+    ):
+        with pytest.raises(ValueError, match="read-only"):
+            action()
+    assert sorted(tree["v1"]) == ["a", "top"]
+
+
+def test_staged_reads_see_staged_writes(tree: VersionedHDF5File) -> None:
+    with tree.stage_version("v2") as g:
+        g["a/b/c"][1:3] = [10, 20]
+        assert g["a/b/c"][:].tolist() == [0, 10, 20, 3, 4]
+        x = g["a/b/c"]
+        x[4] = 40
+        assert g["a/b/c"][4] == 40
+    assert tree["v2"]["a/b/c"][:].tolist() == [0, 10, 20, 3, 40]
