@@ -351,8 +351,11 @@ def check_new_version_name(state: FileState, name: Any) -> str:
             f"Expected a version name without '/' that is not {layout.FIRST_VERSION!r}. "
             f"Got {name!r} instead."
         )
-    if name in state.log or name in state.versions:
+    if name in state.log:
         raise VersionExistsError(f"There is already a version with the name {name!r}.")
+    if name in state.versions:
+        # Left behind by a commit that was interrupted before its marker was written.
+        del state.versions[name]
     return name
 
 

@@ -76,12 +76,15 @@ class RawDataStore:
             **create_kwargs,
         )
         raw_data.attrs[ATTR_CHUNKS] = np.asarray(chunks, dtype=np.int64)
+        # One zeroed row to start with, as the format's other writer does; rows
+        # past largest_index are never read.
         hash_table = group.create_dataset(
             HASH_TABLE,
-            shape=(0,),
+            shape=(1,),
             dtype=HASH_TABLE_DTYPE,
             chunks=HASH_TABLE_CHUNKS,
             maxshape=(None,),
+            compression="lzf",
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
         return cls(group)
