@@ -1,0 +1,414 @@
+"""Rewriting one dataset's storage settings across every version.
+
+``modify_metadata`` builds a new ``raw_data`` + ``hash_table`` for the dataset
+in a scratch group, then swaps them in and rebuilds the dataset's virtual
+dataset in every version (once per object; hard links are relinked), keeping
+its user attributes with their exact HDF5 types.
+
+* Same chunk shape: each stored slot is read once (in windows of at most
+  ``COPY_BUDGET_BYTES``), converted, hashed and stored; every version's chunk
+  map is renumbered with a numpy lookup.  Work is O(stored chunks).
+* New chunk shape: each version's new chunk grid is filled chunk by chunk.  A
+  new chunk is identified by its position, extent and the old slots it covers,
+  so a chunk shared by many versions is read, hashed and stored only once.
+
+Values are converted with a round-trip check, so a ``dtype`` that cannot hold
+the data raises :class:`~h5vc.errors.MetadataMismatchError`; every check runs
+before the swap, so a failing call leaves the file as it was.  Chunks that were
+never written (unmapped fill) read as the new fill value; stored values are
+kept as they are.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.api import VersionedHDF5File
+from h5vc.errors import InvalidOptionError, MetadataMismatchError
+from h5vc.lifecycle._tree import (
+    DatasetNotFoundError,
+    DatasetObject,
+    as_versioned,
+    check_writable,
+    collect_datasets,
+    rebuild_virtual_dataset,
+)
+from h5vc.lifecycle.delete import COPY_BUDGET_BYTES
+from h5vc.store import layout
+from h5vc.store.chunkmap import ChunkMap, grid_shape
+from h5vc.store.rawdata import RawDataStore
+from h5vc.store.vds import read_chunk_map
+from h5vc.versions import FileState, dataset_chunks
+from h5vc.wrappers.dataset import array_from_chunk_map
+
+__all__ = ["modify_metadata"]
+
+SCRATCH = "__h5vc_rewrite__"
+_FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
+
+
+def modify_metadata(
+    f: VersionedHDF5File | h5py.Group,
+    dataset_name: str,
+    chunks: tuple[int, ...] | int | None = None,
+    compression: Any = None,
+    compression_opts: Any = None,
+    dtype: Any = None,
+    fillvalue: Any = None,
+) -> None:
+    """Rewrite dataset ``dataset_name`` in every version with new storage settings.
+
+    ``None`` keeps a setting as it is.  Raises
+    :class:`~h5vc.lifecycle.DatasetNotFoundError` (a ``KeyError``) if no version
+    has the dataset, :class:`~h5vc.errors.InvalidOptionError` for a bad chunk
+    shape or compression, and :class:`~h5vc.errors.MetadataMismatchError` if
+    the data does not fit ``dtype``.  On error the file is unchanged.
+    """
+    vf = as_versioned(f)
+    state = vf._open_state
+    check_writable(state, f"modify the metadata of {dataset_name!r}")
+    path = str(dataset_name).strip("/")
+    store = state.store(path)
+    found = collect_datasets(state, state.log.names(), only_path=path).get(path)
+    if store is None or not found:
+        raise DatasetNotFoundError(
+            f"Cannot modify dataset {dataset_name!r}: expected a dataset path present in "
+            f"at least one version. Got a path that no version of "
+            f"{state.root.file.filename!r} has."
+        )
+    objects = list(found.values())
+    old = _Settings.of(store, objects[0].dataset)
+    new = old.updated(path, chunks, compression, compression_opts, dtype, fillvalue)
+    if new == old:
+        return
+    scratch = state.version_data.require_group(SCRATCH)
+    try:
+        new_store = _create_store(scratch, path, new)
+        maps = _rewrite(state, store, new_store, objects, old, new)
+    except BaseException:
+        del state.version_data[SCRATCH]
+        raise
+    _swap(state, path, new_store, objects, maps, new)
+    del state.version_data[SCRATCH]
+    state.forget()
+    state.root.file.flush()
+
+
+class _Settings:
+    """Storage settings of one dataset: chunks, dtype, fill value and filters."""
+
+    def __init__(self, chunks: tuple[int, ...], dtype: np.dtype, fill: Any, filters: dict):
+        self.chunks = chunks
+        self.dtype = dtype
+        self.fill = fill
+        self.filters = filters
+
+    @classmethod
+    def of(cls, store: RawDataStore, dataset: h5py.Dataset) -> _Settings:
+        return cls(store.chunks, store.raw_data.dtype, dataset.fillvalue, _filters(store))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Settings):
+            return NotImplemented
+        same_fill = self.dtype.kind == "O" or np.array_equal(
+            np.asarray(self.fill), np.asarray(other.fill), equal_nan=self.dtype.kind in "fc"
+        )
+        return (
+            self.chunks == other.chunks
+            and self.dtype == other.dtype
+            and same_fill
+            and self.filters == other.filters
+        )
+
+    def updated(
+        self, path: str, chunks: Any, compression: Any, opts: Any, dtype: Any, fill: Any
+    ) -> _Settings:
+        new_chunks = self.chunks if chunks is None else _parse_chunks(path, chunks, self.chunks)
+        new_dtype = self.dtype if dtype is None else _parse_dtype(path, dtype)
+        filters = dict(self.filters)
+        if compression is not None:
+            filters["compression"] = compression
+            filters.pop("compression_opts", None)
+        if opts is not None:
+            filters["compression_opts"] = opts
+        source_fill = self.fill if fill is None else fill
+        new_fill = None if new_dtype.kind == "O" else _convert_fill(path, source_fill, new_dtype)
+        return _Settings(new_chunks, new_dtype, new_fill, filters)
+
+
+def _filters(store: RawDataStore) -> dict[str, Any]:
+    """The filter pipeline of raw_data as ``create_dataset`` keywords."""
+    dcpl = store.raw_data.id.get_create_plist()
+    filters: dict[str, Any] = {}
+    for i in range(dcpl.get_nfilters()):
+        code, _flags, values, _name = dcpl.get_filter(i)
+        if code == h5py.h5z.FILTER_SHUFFLE:
+            filters["shuffle"] = True
+        elif code == h5py.h5z.FILTER_FLETCHER32:
+            filters["fletcher32"] = True
+        elif code == h5py.h5z.FILTER_SCALEOFFSET:
+            filters["scaleoffset"] = store.raw_data.scaleoffset
+        elif code in _FILTER_NAMES:
+            filters["compression"] = _FILTER_NAMES[code]
+            if code == 1:
+                filters["compression_opts"] = int(values[0])
+        else:
+            filters["compression"] = int(code)
+            filters["compression_opts"] = tuple(int(v) for v in values)
+    return filters
+
+
+def _parse_chunks(path: str, chunks: Any, old: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        parsed = (
+            (int(chunks),)
+            if isinstance(chunks, int | np.integer)
+            else tuple(int(c) for c in chunks)
+        )
+    except (TypeError, ValueError):
+        parsed = ()
+    if len(parsed) != len(old) or any(c <= 0 for c in parsed):
+        raise InvalidOptionError(
+            f"Cannot rechunk dataset {path!r}: expected chunks as {len(old)} positive "
+            f"integers (it is stored with chunks {old}). Got chunks={chunks!r} instead."
+        )
+    return parsed
+
+
+def _parse_dtype(path: str, dtype: Any) -> np.dtype:
+    try:
+        parsed = np.dtype(dtype)
+    except TypeError as err:
+        raise InvalidOptionError(f"Expected a dtype for {path!r}. Got {dtype!r} instead.") from err
+    if parsed.kind == "U":
+        return h5py.string_dtype()
+    if parsed.kind == "O" and h5py.check_string_dtype(parsed) is None:
+        raise InvalidOptionError(
+            f"Expected a numeric, fixed-length string or h5py.string_dtype() dtype for "
+            f"{path!r}. Got {parsed} instead."
+        )
+    return parsed
+
+
+def _convert_fill(path: str, fill: Any, dtype: np.dtype) -> Any:
+    value = np.asarray(b"" if fill is None else fill)
+    try:
+        converted = _convert(value, dtype)
+    except MetadataMismatchError as err:
+        raise MetadataMismatchError(
+            f"The fill value of dataset {path!r} does not fit dtype {dtype}: expected a "
+            f"value it holds exactly. Got {fill!r} instead."
+        ) from err
+    return converted[()]
+
+
+def _convert(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """``values`` as ``dtype``; raise unless they convert back to the same values."""
+    if values.dtype == dtype:
+        return values
+    target = np.dtype(object) if dtype.kind == "O" else dtype
+    with np.errstate(all="ignore"):
+        try:
+            converted = values.astype(target)
+            back = converted.astype(values.dtype) if values.dtype.kind != "O" else converted
+        except (TypeError, ValueError, UnicodeError, OverflowError) as err:
+            raise MetadataMismatchError(
+                f"Expected values that dtype {dtype} can hold. Got values of dtype "
+                f"{values.dtype} that do not convert ({err})."
+            ) from err
+    if values.dtype.kind == "O" and dtype.kind == "S":
+        back = converted.astype(object)
+    nan = values.dtype.kind in "fc"
+    if not np.array_equal(back, values, equal_nan=nan):
+        bad = values.ravel()[np.flatnonzero(back.ravel() != values.ravel())[:3]]
+        raise MetadataMismatchError(
+            f"Expected values that dtype {dtype} can hold exactly. Got values such as "
+            f"{bad.tolist()} (dtype {values.dtype}) that it cannot."
+        )
+    return converted
+
+
+def _create_store(scratch: h5py.Group, path: str, new: _Settings) -> RawDataStore:
+    try:
+        return RawDataStore.create(
+            scratch,
+            path,
+            dtype=new.dtype,
+            chunks=new.chunks,
+            fillvalue=new.fill,
+            filters=new.filters,
+        )
+    except (ValueError, TypeError) as err:
+        raise InvalidOptionError(
+            f"Cannot store dataset {path!r} with chunks {new.chunks}, dtype {new.dtype} "
+            f"and filters {new.filters}: {err}"
+        ) from err
+
+
+def _rewrite(
+    state: FileState,
+    old_store: RawDataStore,
+    new_store: RawDataStore,
+    objects: list[DatasetObject],
+    old: _Settings,
+    new: _Settings,
+) -> list[ChunkMap]:
+    """Fill ``new_store``; return the new chunk map of each object."""
+    maps = [read_chunk_map(obj.dataset, dataset_chunks(obj.dataset)) for obj in objects]
+    if new.chunks == old.chunks:
+        slot_map = _convert_slots(old_store, new_store, maps, new)
+        return [
+            ChunkMap(m.shape, m.chunks, np.where(m.slots >= 0, slot_map[m.slots], -1)) for m in maps
+        ]
+    known: dict[tuple, int] = {}
+    return [_rechunk(old_store, new_store, m, old, new, known) for m in maps]
+
+
+def _slot_extents(maps: list[ChunkMap], n_slots: int) -> np.ndarray:
+    """The trimmed extent of the chunk stored in each slot (from where it is used)."""
+    extents = np.zeros((n_slots, len(maps[0].chunks)), dtype=np.int64)
+    for m in maps:
+        coords = np.argwhere(m.slots >= 0)
+        if not len(coords):
+            continue
+        origin = coords * np.asarray(m.chunks)
+        extent = np.minimum(np.asarray(m.chunks), np.asarray(m.shape) - origin)
+        extents[m.slots[tuple(coords.T)]] = extent
+    return extents
+
+
+def _convert_slots(
+    old_store: RawDataStore,
+    new_store: RawDataStore,
+    maps: list[ChunkMap],
+    new: _Settings,
+) -> np.ndarray:
+    """Convert every used slot once; return old slot -> new slot (-1: now fill)."""
+    n_slots = max((int(m.slots.max(initial=-1)) for m in maps), default=-1) + 1
+    extents = _slot_extents(maps, n_slots)
+    used = np.flatnonzero(extents[:, 0] > 0) if n_slots else np.zeros(0, dtype=np.int64)
+    slot_map = np.full(max(n_slots, 1), -1, dtype=np.int64)
+    c0 = old_store.chunks[0]
+    for batch in _windows(old_store.raw_data, used, c0):
+        window = old_store.raw_data[int(batch[0]) * c0 : (int(batch[-1]) + 1) * c0]
+        chunks = []
+        for slot in batch.tolist():
+            region = (
+                slice((slot - int(batch[0])) * c0, None),
+                *tuple(slice(0, int(n)) for n in extents[slot][1:]),
+            )
+            chunk = window[region][: extents[slot][0]]
+            chunks.append(_convert(chunk, new.dtype))
+        slot_map[batch] = new_store.store_chunks(chunks, fillvalue=new.fill)
+    return slot_map
+
+
+def _windows(raw_data: h5py.Dataset, used: np.ndarray, c0: int) -> Iterator[np.ndarray]:
+    """Split sorted ``used`` slots into groups whose row span fits the copy budget."""
+    slot_bytes = c0 * int(np.prod(raw_data.shape[1:], dtype=np.int64))
+    slot_bytes *= raw_data.dtype.itemsize if raw_data.dtype.kind != "O" else 64
+    budget = max(1, COPY_BUDGET_BYTES // max(slot_bytes, 1))
+    k = 0
+    while k < len(used):
+        end = max(int(np.searchsorted(used, used[k] + budget)), k + 1)
+        yield used[k:end]
+        k = end
+
+
+def _rechunk(
+    old_store: RawDataStore,
+    new_store: RawDataStore,
+    chunk_map: ChunkMap,
+    old: _Settings,
+    new: _Settings,
+    known: dict[tuple, int],
+) -> ChunkMap:
+    """The chunk map of one version in the new chunk shape, storing unseen chunks."""
+    new_map = ChunkMap.empty(chunk_map.shape, new.chunks)
+    source = array_from_chunk_map(chunk_map, old_store.raw_data, old.dtype, _source_fill(old, new))
+    pending: list[tuple[tuple, tuple[int, ...]]] = []
+    arrays: list[np.ndarray] = []
+    pending_bytes = 0
+    for coords in itertools.product(*(range(n) for n in grid_shape(chunk_map.shape, new.chunks))):
+        region = tuple(
+            slice(i * c, min((i + 1) * c, n))
+            for i, c, n in zip(coords, new.chunks, chunk_map.shape)
+        )
+        covered = chunk_map.slots[
+            tuple(slice(r.start // c, (r.stop - 1) // c + 1) for r, c in zip(region, old.chunks))
+        ]
+        key = (coords, tuple(r.stop - r.start for r in region), covered.tobytes())
+        slot = known.get(key)
+        if slot is None and bool(np.all(covered < 0)):
+            slot = -1  # never written: stays unmapped and reads as the new fill value
+        if slot is not None:
+            new_map.slots[coords] = slot
+            continue
+        arrays.append(_convert(np.asarray(source[region]), new.dtype))
+        pending.append((key, coords))
+        pending_bytes += arrays[-1].nbytes
+        if pending_bytes >= COPY_BUDGET_BYTES:
+            _store_pending(new_store, new_map, pending, arrays, new, known)
+            pending_bytes = 0
+    _store_pending(new_store, new_map, pending, arrays, new, known)
+    return new_map
+
+
+def _source_fill(old: _Settings, new: _Settings) -> Any:
+    """Fill for unwritten parts of a new chunk: the new fill value, read in the old dtype."""
+    if old.dtype.kind == "O" or new.fill is None:
+        return old.fill
+    try:
+        return _convert(np.asarray(new.fill, dtype=new.dtype), old.dtype)[()]
+    except MetadataMismatchError:
+        return old.fill
+
+
+def _store_pending(
+    new_store: RawDataStore,
+    new_map: ChunkMap,
+    pending: list[tuple[tuple, tuple[int, ...]]],
+    arrays: list[np.ndarray],
+    new: _Settings,
+    known: dict[tuple, int],
+) -> None:
+    if not arrays:
+        return
+    slots = new_store.store_chunks(arrays, fillvalue=new.fill)
+    for (key, coords), slot in zip(pending, slots.tolist()):
+        known[key] = slot
+        new_map.slots[coords] = slot
+    pending.clear()
+    arrays.clear()
+
+
+def _swap(
+    state: FileState,
+    path: str,
+    new_store: RawDataStore,
+    objects: list[DatasetObject],
+    maps: list[ChunkMap],
+    new: _Settings,
+) -> None:
+    """Move the new raw_data and hash_table in place; rebuild every virtual dataset."""
+    group = state.version_data[path]
+    for name in (layout.RAW_DATA, layout.HASH_TABLE):
+        del group[name]
+        state.version_data.move(f"{new_store.group.name}/{name}", f"{group.name}/{name}")
+    raw_data = group[layout.RAW_DATA]
+    chunks_attr = {layout.ATTR_CHUNKS: np.asarray(new.chunks, dtype=np.int64)}
+    for obj, chunk_map in zip(objects, maps):
+        rebuild_virtual_dataset(
+            obj,
+            raw_data,
+            chunk_map,
+            merge=state.h5vc_layout,
+            dtype=new.dtype,
+            fillvalue=new.fill,
+            attrs=chunks_attr,
+        )
