@@ -16,8 +16,8 @@ import h5vc
 __all__ = ["main"]
 
 
-def _print_log(vf: h5vc.VersionedHDF5File, out: object = None) -> None:
-    stream = out or sys.stdout
+def _print_log(vf: h5vc.VersionedHDF5File) -> None:
+    stream = sys.stdout
     for info in vf.log():
         stamp = np.datetime_as_string(info.timestamp, unit="ms")
         parent = info.prev_version or "-"
@@ -36,7 +36,7 @@ def demo(directory: Path) -> int:
     start = time.perf_counter()
     rng = np.random.default_rng(0)
     prices = rng.normal(100, 5, size=100_000).cumsum() / 1000
-    with h5vc.open(path, "w") as vf:
+    with h5vc.open(str(path), "w") as vf:
         with vf.stage_version("v1", message="initial prices") as g:
             g.create_dataset("prices", data=prices, chunks=(4096,))
             g["prices"].attrs["unit"] = "USD"
@@ -52,7 +52,7 @@ def demo(directory: Path) -> int:
             meta.attrs["source"] = "demo"
             g["prices"].attrs["unit"] = "EUR"
 
-    with h5vc.open(path, "r") as vf:
+    with h5vc.open(str(path), "r") as vf:
         print(f"h5vc {h5vc.__version__}: versioned file {path}")
         print(f"{len(vf)} versions, current {vf.current_version!r}; log (newest first):")
         _print_log(vf)

@@ -43,7 +43,7 @@ def chunk_hash(chunk: np.ndarray) -> bytes:
     if chunk.dtype.kind == "O":
         hasher.update(_object_bytes(chunk))
     else:
-        hasher.update(memoryview(np.ascontiguousarray(chunk)).cast("B"))
+        hasher.update(np.ascontiguousarray(chunk).view(np.uint8).data)
     hasher.update(str(chunk.shape).encode("ascii"))
     return hasher.digest()
 

@@ -218,6 +218,8 @@ class AsStrView:
 class CommittedDataset(_DatasetBase):
     """A read-only dataset of a committed version."""
 
+    _raw_data: h5py.Dataset
+
     def __init__(
         self,
         dataset: h5py.Dataset,
@@ -255,7 +257,7 @@ class CommittedDataset(_DatasetBase):
     @property
     def _data(self) -> StagedChangesArray:
         if self._array is None:
-            dtype = self._raw_data.dtype
+            dtype = self.dtype
             fill = default_fill(dtype) if dtype.kind == "O" else self._fillvalue
             self._array = array_from_chunk_map(self._chunk_map, self._raw_data, dtype, fill)
         return self._array

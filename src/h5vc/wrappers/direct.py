@@ -28,8 +28,11 @@ class DirectReader:
         self._shape = chunk_map.shape
         self._chunks = chunk_map.chunks
         self._raw_data = raw_data
-        self._slots = chunk_map.slots.reshape(chunk_map.slots.shape[0], -1) if chunk_map.slots.size else None
-        self._run_ids = chunk_map.run_ids().reshape(self._slots.shape) if self._slots is not None else None
+        self._slots: np.ndarray | None = None
+        self._run_ids: np.ndarray | None = None
+        if chunk_map.slots.size:
+            self._slots = chunk_map.slots.reshape(chunk_map.slots.shape[0], -1)
+            self._run_ids = chunk_map.run_ids().reshape(self._slots.shape)
         grid = chunk_map.slots.shape[1:]
         strides = [1] * len(grid)
         for axis in range(len(grid) - 2, -1, -1):
@@ -38,7 +41,8 @@ class DirectReader:
 
     def read(self, index: Any) -> Any:
         """``raw_data``-backed result of ``index``, or None if it needs the engine."""
-        if self._slots is None:
+        slots, run_ids = self._slots, self._run_ids
+        if slots is None or run_ids is None:
             return None
         if type(index) is not tuple:
             index = (index,)
@@ -75,10 +79,13 @@ class DirectReader:
             column += first * self._column_strides[axis - 1]
             local = start - first * chunk
             raw_index.append(local if type(item) is int else slice(local, local + stop - start))
-        run = self._run_ids.item(first_row, column)
-        if run < 0 or self._run_ids.item(last_row, column) != run:
+        run = run_ids.item(first_row, column)
+        if run < 0 or run_ids.item(last_row, column) != run:
             return None
-        base = self._slots.item(first_row, column) * self._chunks[0]
+        base = slots.item(first_row, column) * self._chunks[0]
         head = raw_index[0]
-        raw_index[0] = base + head if type(head) is int else slice(base + head.start, base + head.stop)
+        if isinstance(head, slice):
+            raw_index[0] = slice(base + head.start, base + head.stop)
+        else:
+            raw_index[0] = base + head
         return self._raw_data[tuple(raw_index)]
