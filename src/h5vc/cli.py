@@ -60,13 +60,17 @@ def demo(directory: Path) -> int:
         _print_diff(vf, "v1", "v4")
         old = vf["v1"]["prices"]
         print(f"\nv1 read back: shape {old.shape}, prices[12345] = {old[12_345]:.4f}")
-        print(f"v4 read back: shape {vf['v4']['prices'].shape}, prices[12345] = "
-              f"{vf['v4']['prices'][12_345]:.4f}, unit {vf['v4']['prices'].attrs['unit']!r}")
+        print(
+            f"v4 read back: shape {vf['v4']['prices'].shape}, prices[12345] = "
+            f"{vf['v4']['prices'][12_345]:.4f}, unit {vf['v4']['prices'].attrs['unit']!r}"
+        )
         at = vf[datetime.now(timezone.utc)]
         print(f"version at 'now': {at.version_name!r}")
     size = path.stat().st_size
-    print(f"\nfile size {size / 1e6:.2f} MB for 4 versions of {prices.nbytes / 1e6:.2f} MB of data; "
-          f"done in {time.perf_counter() - start:.2f} s")
+    print(
+        f"\nfile size {size / 1e6:.2f} MB for 4 versions of {prices.nbytes / 1e6:.2f} MB of data; "
+        f"done in {time.perf_counter() - start:.2f} s"
+    )
     return 0
 
 
@@ -93,7 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="h5vc", description=__doc__)
     parser.add_argument("--version", action="version", version=f"h5vc {h5vc.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo_cmd = commands.add_parser("demo", help="commit a few versions of a demo file and show them")
+    demo_cmd = commands.add_parser(
+        "demo", help="commit a few versions of a demo file and show them"
+    )
     demo_cmd.add_argument("directory", nargs="?", default="h5vc-demo", type=Path)
     log = commands.add_parser("log", help="list the versions of a file, newest first")
     log.add_argument("file")

@@ -31,9 +31,9 @@ def brute_force_runs(slots: np.ndarray) -> set[tuple[tuple[int, ...], int, int]]
 
 slot_maps = st.integers(1, 3).flatmap(
     lambda ndim: st.lists(st.integers(1, 6), min_size=ndim, max_size=ndim).flatmap(
-        lambda grid: st.lists(st.integers(-1, 12), min_size=int(np.prod(grid)), max_size=int(np.prod(grid))).map(
-            lambda values: np.array(values, dtype=np.int64).reshape(grid)
-        )
+        lambda grid: st.lists(
+            st.integers(-1, 12), min_size=int(np.prod(grid)), max_size=int(np.prod(grid))
+        ).map(lambda values: np.array(values, dtype=np.int64).reshape(grid))
     )
 )
 
@@ -45,7 +45,10 @@ def test_runs_match_brute_force_and_round_trip(slots: np.ndarray) -> None:
     shape = tuple(n * 3 - 1 for n in slots.shape)  # edge chunks on every axis
     chunk_map = ChunkMap(shape, chunks, slots)
     runs = chunk_map.runs()
-    got = {(tuple(int(c) for c in coords), int(n), int(s)) for coords, n, s in zip(runs.coords, runs.length, runs.slot)}
+    got = {
+        (tuple(int(c) for c in coords), int(n), int(s))
+        for coords, n, s in zip(runs.coords, runs.length, runs.slot)
+    }
     assert got == brute_force_runs(slots)
     assert ChunkMap.from_runs(shape, chunks, runs) == chunk_map
     single = chunk_map.single_chunk_runs()

@@ -51,7 +51,7 @@ def test_index_is_rebuilt_from_the_file(store) -> None:
 def test_changed_dtype_or_chunks_are_refused(store) -> None:
     with pytest.raises(MetadataMismatchError, match=r"chunks \(4,\).*Got chunks=\(8,\)"):
         store.check_compatible("x", np.dtype("f8"), (8,))
-    with pytest.raises(MetadataMismatchError, match="dtype float64.*Got dtype=int32"):
+    with pytest.raises(MetadataMismatchError, match=r"dtype float64.*Got dtype=int32"):
         store.check_compatible("x", np.dtype("i4"), (4,))
 
 

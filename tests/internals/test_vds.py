@@ -15,7 +15,9 @@ from h5vc.store.vds import create_virtual_dataset, mapping_count, read_chunk_map
 def raw(tmp_path):
     with h5py.File(tmp_path / "vds.h5", "w") as f:
         chunks = (4, 3)
-        raw_data = f.create_dataset("raw", shape=(6 * 4, 3), maxshape=(None, 3), chunks=chunks, dtype="i8")
+        raw_data = f.create_dataset(
+            "raw", shape=(6 * 4, 3), maxshape=(None, 3), chunks=chunks, dtype="i8"
+        )
         raw_data[...] = np.arange(6 * 4 * 3).reshape(-1, 3)
         yield f, raw_data
 

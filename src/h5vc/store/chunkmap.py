@@ -102,7 +102,9 @@ class ChunkMap:
         by_column = self.slots.reshape(n0, -1).T  # (n_columns, n0)
         stored = by_column >= 0
         follows = np.zeros_like(stored)
-        follows[:, 1:] = stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        follows[:, 1:] = (
+            stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        )
         starts = stored & ~follows
         col_idx, row_idx = np.nonzero(starts)
         # The length of each run: distance to the next start or stored-gap in the column.
@@ -130,7 +132,9 @@ class ChunkMap:
         by_column = self.slots.reshape(n0, -1).T
         stored = by_column >= 0
         follows = np.zeros_like(stored)
-        follows[:, 1:] = stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        follows[:, 1:] = (
+            stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
+        )
         run_id = np.cumsum((stored & ~follows).ravel()).reshape(stored.shape) - 1
         ids.reshape(n0, -1).T[stored] = run_id[stored]
         return ids

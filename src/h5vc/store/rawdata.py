@@ -69,10 +69,10 @@ class RawDataStore:
             create_kwargs["fillvalue"] = fillvalue
         raw_data = group.create_dataset(
             RAW_DATA,
-            shape=(0,) + tuple(chunks[1:]),
+            shape=(0, *tuple(chunks[1:])),
             dtype=dtype,
             chunks=tuple(chunks),
-            maxshape=(None,) + tuple(chunks[1:]),
+            maxshape=(None, *tuple(chunks[1:])),
             **create_kwargs,
         )
         raw_data.attrs[ATTR_CHUNKS] = np.asarray(chunks, dtype=np.int64)
@@ -210,7 +210,7 @@ def _stack_chunks(
     c0 = chunk_shape[0]
     if len(chunks) == 1 and chunks[0].shape == chunk_shape:
         return np.asarray(chunks[0], dtype=dtype)
-    buffer = np.empty((len(chunks) * c0,) + tuple(chunk_shape[1:]), dtype=dtype)
+    buffer = np.empty((len(chunks) * c0, *tuple(chunk_shape[1:])), dtype=dtype)
     full = [chunk.shape == chunk_shape for chunk in chunks]
     i = 0
     while i < len(chunks):

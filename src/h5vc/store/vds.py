@@ -51,7 +51,7 @@ def create_virtual_dataset(
     if maxshape is not None:
         hdf5_maxshape = tuple(h5s.UNLIMITED if m is None else m for m in maxshape)
     vspace = h5s.create_simple(shape, hdf5_maxshape)
-    sspace = h5s.create_simple(raw_data.shape, (h5s.UNLIMITED,) + raw_data.shape[1:])
+    sspace = h5s.create_simple(raw_data.shape, (h5s.UNLIMITED, *raw_data.shape[1:]))
     raw_name = raw_data.name.encode()
     runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
     if len(runs):

@@ -361,7 +361,9 @@ class StagedDataset(_DatasetBase):
             new_shape = list(self.shape)
             new_shape[axis] = int(size)
         else:
-            new_shape = [int(size)] if isinstance(size, int | np.integer) else [int(n) for n in size]
+            new_shape = (
+                [int(size)] if isinstance(size, int | np.integer) else [int(n) for n in size]
+            )
         if len(new_shape) != self.ndim:
             raise TypeError(
                 f"New shape length ({len(new_shape)}) must match dataset rank ({self.ndim})"

@@ -72,7 +72,9 @@ class DirectReader:
             if axis == 0:
                 first_row, last_row = first, last
                 offset = start - first * chunk
-                raw_index.append(offset if type(item) is int else slice(offset, offset + stop - start))
+                raw_index.append(
+                    offset if type(item) is int else slice(offset, offset + stop - start)
+                )
                 continue
             if first != last:
                 return None  # spans chunks across a column: not one block of raw_data

@@ -179,7 +179,9 @@ class CommittedGroup(_GroupBase):
 class StagedGroup(_GroupBase):
     """A group of a version being staged; behaves like an ``h5py.Group``."""
 
-    def __init__(self, state: FileState, base_version: str | None, base: h5py.Group | None, path: str = ""):
+    def __init__(
+        self, state: FileState, base_version: str | None, base: h5py.Group | None, path: str = ""
+    ):
         self._state = state
         self._base_version = base_version
         self._base = base
@@ -309,7 +311,9 @@ class StagedGroup(_GroupBase):
                 fletcher32=fletcher32, scaleoffset=scaleoffset, maxshape=maxshape, **kwds,
             )  # fmt: skip
         if leaf in self:
-            raise ValueError(f"Unable to create dataset {leaf!r} in {self.name!r} (name already exists)")
+            raise ValueError(
+                f"Unable to create dataset {leaf!r} in {self.name!r} (name already exists)"
+            )
         filters = {
             "compression": compression,
             "compression_opts": compression_opts,
@@ -325,7 +329,9 @@ class StagedGroup(_GroupBase):
         self._add(leaf, dataset)
         return dataset
 
-    def require_dataset(self, name: str, shape: Any, dtype: Any, exact: bool = False, **kwds: Any) -> StagedDataset:
+    def require_dataset(
+        self, name: str, shape: Any, dtype: Any, exact: bool = False, **kwds: Any
+    ) -> StagedDataset:
         if name not in self:
             return self.create_dataset(name, shape, dtype, **kwds)
         node = self[name]
@@ -334,7 +340,9 @@ class StagedGroup(_GroupBase):
         if tuple(shape) != node.shape:
             raise TypeError(f"Shapes do not match (existing {node.shape} vs new {tuple(shape)})")
         if exact and np.dtype(dtype) != node.dtype:
-            raise TypeError(f"Datatypes do not exactly match (existing {node.dtype} vs new {dtype})")
+            raise TypeError(
+                f"Datatypes do not exactly match (existing {node.dtype} vs new {dtype})"
+            )
         return node
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -395,7 +403,9 @@ def _new_dataset(
 ) -> StagedDataset:
     """A brand-new staged dataset, validated like h5py validates create_dataset."""
     if data is not None and not isinstance(data, np.ndarray):
-        data = np.asarray(data, dtype=None if dtype is None or np.dtype(dtype).kind == "O" else dtype)
+        data = np.asarray(
+            data, dtype=None if dtype is None or np.dtype(dtype).kind == "O" else dtype
+        )
     if dtype is None:
         dtype = data.dtype if data is not None else np.dtype("f4")
     dtype = np.dtype(dtype)
@@ -416,7 +426,9 @@ def _new_dataset(
         existing.check_compatible(path, dtype, chunks)
     fill = default_fill(dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)[()]
     if data is None:
-        array = StagedChangesArray(shape, chunks, dtype if dtype.kind != "O" else np.dtype(object), fill_value=fill)
+        array = StagedChangesArray(
+            shape, chunks, dtype if dtype.kind != "O" else np.dtype(object), fill_value=fill
+        )
     else:
         values = np.asarray(coerce_value(data, dtype), dtype=dtype if dtype.kind != "O" else object)
         array = StagedChangesArray.from_array(values.reshape(shape), chunks, fill_value=fill)
@@ -432,14 +444,20 @@ def _new_dataset(
     )
 
 
-def _parse_chunks(chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any) -> tuple[int, ...]:
+def _parse_chunks(
+    chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any
+) -> tuple[int, ...]:
     if chunks is None or chunks is True:
         if not shape:
             raise TypeError("Scalar datasets cannot be versioned: chunked storage needs a shape")
         return guess_chunks(shape, dtype, maxshape)
     if chunks is False:
-        raise ValueError("Expected chunks=None, True or a tuple: versioned datasets are always chunked")
-    parsed = (int(chunks),) if isinstance(chunks, int | np.integer) else tuple(int(c) for c in chunks)
+        raise ValueError(
+            "Expected chunks=None, True or a tuple: versioned datasets are always chunked"
+        )
+    parsed = (
+        (int(chunks),) if isinstance(chunks, int | np.integer) else tuple(int(c) for c in chunks)
+    )
     if len(parsed) != len(shape):
         raise ValueError(
             f"Chunk shape must have the same rank as the data shape. "
