@@ -103,7 +103,9 @@ class _Recorder:
             self.current = name
 
     def result(self) -> dict:
-        out: dict[str, Any] = {"@file": {"current_version": self.current, "versions": list(self.order)}}
+        out: dict[str, Any] = {
+            "@file": {"current_version": self.current, "versions": list(self.order)}
+        }
         out.update(self.versions)
         return out
 
@@ -422,6 +424,9 @@ _MAKERS = {
     "modified.h5": _modified,
 }
 
+#: Names of the files make_files writes.
+FILE_NAMES = tuple(_MAKERS)
+
 # Facts a reader may assert on the files above (all were checked against 2.6.0).
 EXPECTED_LAYOUT = {
     "basic.h5": {"x": {"chunks": (4,), "fillvalue": -1.5, "dtype": "<f8"}},
@@ -440,7 +445,9 @@ def make_files(directory: str | os.PathLike) -> dict[str, dict]:
     if not HAVE_VERSIONED_HDF5:
         raise RuntimeError("versioned_hdf5 is not importable")
     os.makedirs(directory, exist_ok=True)
-    return {name: maker(os.path.join(os.fspath(directory), name)) for name, maker in _MAKERS.items()}
+    return {
+        name: maker(os.path.join(os.fspath(directory), name)) for name, maker in _MAKERS.items()
+    }
 
 
 def check_files(directory: str | os.PathLike, expected: dict[str, dict]) -> None:
@@ -450,7 +457,9 @@ def check_files(directory: str | os.PathLike, expected: dict[str, dict]) -> None
         with h5py.File(os.path.join(os.fspath(directory), fname), "r") as f:
             versions = f["_version_data/versions"]
             assert versions.attrs["current_version"] == exp["@file"]["current_version"], fname
-            assert sorted(k for k in versions if k != "__first_version__") == sorted(exp["@file"]["versions"])
+            assert sorted(k for k in versions if k != "__first_version__") == sorted(
+                exp["@file"]["versions"]
+            )
             for vname in versions_of(exp):
                 vexp = exp[vname]
                 grp = versions[vname]
@@ -458,13 +467,21 @@ def check_files(directory: str | os.PathLike, expected: dict[str, dict]) -> None
                 assert grp.attrs["prev_version"] == vexp["@meta"]["prev_version"], (fname, vname)
                 if vexp["@meta"]["timestamp"] is not None:
                     assert grp.attrs["timestamp"] == vexp["@meta"]["timestamp"], (fname, vname)
-                found = []
-                grp.visititems(lambda n, o: found.append(n) if isinstance(o, h5py.Dataset) else None)
+                found: list[str] = []
+                grp.visititems(
+                    lambda n, o, found=found: (
+                        found.append(n) if isinstance(o, h5py.Dataset) else None
+                    )
+                )
                 assert sorted(found) == sorted(datasets_of(vexp)), (fname, vname, found)
                 for dpath, arr in datasets_of(vexp).items():
                     ds = grp[dpath]
                     assert ds.shape == arr.shape, (fname, vname, dpath, ds.shape, arr.shape)
-                    got = ds.asstr()[()] if h5py.check_string_dtype(ds.dtype) and ds.dtype.kind == "O" else ds[()]
+                    got = (
+                        ds.asstr()[()]
+                        if h5py.check_string_dtype(ds.dtype) and ds.dtype.kind == "O"
+                        else ds[()]
+                    )
                     if arr.dtype == object:
                         assert list(got.ravel()) == list(arr.ravel()), (fname, vname, dpath)
                     else:
@@ -486,4 +503,6 @@ if __name__ == "__main__":  # pragma: no cover
     exp = make_files(out)
     t1 = time.perf_counter()
     check_files(out, exp)
-    print(f"wrote {len(exp)} files to {out} in {t1 - t0:.2f} s with versioned-hdf5 {versioned_hdf5.__version__}; contents verified")
+    print(
+        f"wrote {len(exp)} files to {out} in {t1 - t0:.2f} s with versioned-hdf5 {versioned_hdf5.__version__}; contents verified"
+    )
