@@ -31,6 +31,7 @@ from h5vc.errors import (
 )
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
+from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
@@ -417,7 +418,7 @@ def _copy_object(
     """The versioned-hdf5 layout keeps objects per version: recreate instead of linking."""
     if isinstance(obj, h5py.Group):
         sub = group.create_group(name)
-        for key, value in obj.attrs.items():
+        for key, value in read_attributes(obj.attrs, frozenset()).items():
             sub.attrs[key] = value
         for child_name, child in obj.items():
             _copy_object(state, version, sub, child_name, child)
@@ -429,7 +430,7 @@ def _copy_object(
     dset = create_virtual_dataset(
         group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
     )
-    for key, value in obj.attrs.items():
+    for key, value in read_attributes(obj.attrs, frozenset()).items():
         dset.attrs[key] = value
     state.remember_chunk_map(version, path, chunk_map)
 

@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import ReadOnlyError
+from h5vc.store.attributes import attribute_names, read_attributes
 
 __all__ = ["CommittedAttributes", "StagedAttributes"]
 
@@ -32,7 +33,7 @@ class CommittedAttributes(Mapping[str, Any]):
         return self._attrs[key]
 
     def __iter__(self) -> Iterator[str]:
-        return (key for key in self._attrs if key not in self._hidden)
+        return (key for key in attribute_names(self._attrs) if key not in self._hidden)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -65,7 +66,7 @@ class StagedAttributes(MutableMapping[str, Any]):
     def _data(self) -> dict[str, Any]:
         if self._values is None:
             assert self._base is not None
-            self._values = {k: v for k, v in self._base.items() if k not in self._hidden}
+            self._values = read_attributes(self._base, self._hidden)
         return self._values
 
     def _check_writable(self, key: str) -> None:
