@@ -115,49 +115,77 @@ class VersionInfo:
 
 
 class VersionLog:
-    """Committed versions of one versioned root, read once and kept up to date."""
+    """Committed versions of one versioned root.
+
+    Looking up one version reads only that version's group; listing versions or
+    looking them up by time reads every version's metadata once and then keeps a
+    sorted timestamp index up to date, so later lookups are a bisection.
+    """
 
     def __init__(self, versions_group: h5py.Group):
         self._group = versions_group
         self._infos: dict[str, VersionInfo] = {}
-        self._by_time: list[tuple[np.datetime64, str]] = []
-        self.reload()
+        self._by_time: list[tuple[np.datetime64, str]] | None = None
 
     def reload(self) -> None:
-        infos: dict[str, VersionInfo] = {}
-        for name, group in self._group.items():
-            if name == layout.FIRST_VERSION:
-                continue
-            attrs = group.attrs
-            if not attrs.get(layout.ATTR_COMMITTED, False):
-                continue  # left behind by an interrupted commit
-            infos[name] = _info_from_attrs(name, attrs)
-        self._infos = infos
-        self._by_time = sorted((info.timestamp, name) for name, info in infos.items())
+        """Forget what was read; the next listing reads the file again."""
+        self._infos = {}
+        self._by_time = None
+
+    def _load_all(self) -> list[tuple[np.datetime64, str]]:
+        if self._by_time is None:
+            infos: dict[str, VersionInfo] = {}
+            for name in self._group:
+                info = self._read(name)
+                if info is not None:
+                    infos[name] = info
+            self._infos = infos
+            self._by_time = sorted((info.timestamp, name) for name, info in infos.items())
+        return self._by_time
+
+    def _read(self, name: str) -> VersionInfo | None:
+        """The metadata of ``name`` from the file, or None if it is not committed."""
+        if name == layout.FIRST_VERSION or name not in self._group:
+            return None
+        attrs = self._group[name].attrs
+        if not attrs.get(layout.ATTR_COMMITTED, False):
+            return None  # left behind by an interrupted commit
+        return _info_from_attrs(name, attrs)
 
     def add(self, info: VersionInfo) -> None:
         self._infos[info.name] = info
-        bisect.insort(self._by_time, (info.timestamp, info.name))
+        if self._by_time is not None:
+            bisect.insort(self._by_time, (info.timestamp, info.name))
 
     def remove(self, name: str) -> None:
-        info = self._infos.pop(name)
-        self._by_time.remove((info.timestamp, name))
+        info = self._infos.pop(name, None)
+        if info is not None and self._by_time is not None:
+            self._by_time.remove((info.timestamp, name))
 
     def __contains__(self, name: object) -> bool:
-        return name in self._infos
+        if not isinstance(name, str):
+            return False
+        if name in self._infos:
+            return True
+        if self._by_time is not None:
+            return False
+        info = self._read(name)
+        if info is None:
+            return False
+        self._infos[name] = info
+        return True
 
     def __len__(self) -> int:
-        return len(self._infos)
+        return len(self._load_all())
 
     def names(self) -> list[str]:
         """Committed version names, oldest first."""
-        return [name for _, name in self._by_time]
+        return [name for _, name in self._load_all()]
 
     def info(self, name: str) -> VersionInfo:
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise VersionNotFoundError(f"Version {name!r} not found.") from None
+        if name not in self:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        return self._infos[name]
 
     def ancestors(self, name: str) -> Iterator[str]:
         """``name``, its parent, grandparent, ... up to the first version."""
@@ -168,12 +196,13 @@ class VersionLog:
 
     def at_time(self, ts: np.datetime64, exact: bool = False) -> str:
         """The version committed at ``ts``, or the latest one before it."""
+        by_time = self._load_all()
         key = (ts, chr(0x10FFFF))
-        i = bisect.bisect_right(self._by_time, key)
-        if i == 0 or (exact and self._by_time[i - 1][0] != ts):
+        i = bisect.bisect_right(by_time, key)
+        if i == 0 or (exact and by_time[i - 1][0] != ts):
             what = "at" if exact else "at or before"
             raise VersionNotFoundError(f"No version was committed {what} {ts}.")
-        return self._by_time[i - 1][1]
+        return by_time[i - 1][1]
 
 
 def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
