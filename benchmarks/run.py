@@ -255,7 +255,7 @@ def run_one(
                 command, env=interpreter.env, capture_output=True, text=True, timeout=timeout
             )
         except subprocess.TimeoutExpired:
-            result.status, result.message = "error", f"timed out after {timeout:.0f} s"
+            result.status, result.message = "error", f"timed out after {timeout:g} s"
             break
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -452,10 +452,10 @@ def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path, qui
     axes.set_title(f"small_edits: commits editing 100 of {size} float64 elements")
     axes.grid(True, which="both", alpha=0.3)
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.legend(framealpha=0.9)
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(series), frameon=False)
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return f"chart written to {path}"
 
