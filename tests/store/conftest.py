@@ -25,8 +25,8 @@ settings.register_profile(
 )
 settings.register_profile(
     "h5vc-store-machine",
-    max_examples=12,
-    stateful_step_count=12,
+    max_examples=40,
+    stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
