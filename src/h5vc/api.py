@@ -56,6 +56,10 @@ class VersionedHDF5File:
     def _open_state(self) -> FileState:
         if self._state is None:
             raise ValueError("This VersionedHDF5File is closed.")
+        if not self._file.id.valid:
+            raise ValueError(
+                "This VersionedHDF5File's h5py file or group is closed; reopen the file."
+            )
         return self._state
 
     @property

@@ -261,6 +261,21 @@ def test_close(vf: VersionedHDF5File, h5file) -> None:
         vf["v1"]
 
 
+def test_closed_h5py_file(path: str) -> None:
+    f = h5py.File(path, "w")
+    vf = VersionedHDF5File(f)
+    commit(vf, "v1", 1)
+    f.close()
+    assert vf.closed
+    for action in (
+        lambda: vf["v1"],
+        lambda: vf.versions,
+        lambda: vf.stage_version("v2").__enter__(),
+    ):
+        with pytest.raises(ValueError, match="closed"):
+            action()
+
+
 def test_version_info(history: VersionedHDF5File) -> None:
     info = history.version_info("v2")
     assert info.name == "v2"
@@ -279,3 +294,18 @@ def test_version_attrs_belong_to_their_version(vf: VersionedHDF5File) -> None:
     assert "author" not in vf["v2"].attrs
     # bookkeeping attributes are not user attributes
     assert set(vf["v1"].attrs) == {"author"}
+
+
+def test_delete_versions(history: VersionedHDF5File, h5file) -> None:
+    del history["v2"]
+    assert history.versions == ["v1", "v3"]
+    assert "v2" not in history and "v2" not in h5file["_version_data/versions"]
+    assert history.version_info("v3").prev_version == "v1"
+    assert x_of(history["v3"]) == 3 and x_of(history["v1"]) == 1
+    assert x_of(history[-1]) == 1
+    del history["v3"]  # the current version: its parent becomes current
+    assert history.current_version == "v1"
+    assert h5file["_version_data/versions/v1/x"][()].tolist() == [1] * 4
+    with pytest.raises(KeyError, match="v9"):
+        del history["v9"]
+    assert history.versions == ["v1"]
