@@ -195,12 +195,15 @@ def discover_workloads() -> list[Workload]:
         name = values.get("NAME", path.stem)
         libraries = values.get("LIBRARIES", ())
         baseline = values.get("H5PY_BASELINE", {})
+        if not isinstance(libraries, (tuple, list)) or not isinstance(baseline, dict):
+            print(f"skipping {path.name}: LIBRARIES or H5PY_BASELINE is not a literal")
+            continue
         workloads.append(
             Workload(
                 name=str(name),
                 path=path,
-                libraries=tuple(str(lib) for lib in libraries),  # type: ignore[union-attr]
-                h5py_baseline=dict(baseline),  # type: ignore[call-overload]
+                libraries=tuple(str(lib) for lib in libraries),
+                h5py_baseline={str(key): str(value) for key, value in baseline.items()},
             )
         )
     return workloads
@@ -275,14 +278,15 @@ def run_one(
 
 
 def median_metrics(repeats: list[dict[str, float | list[float]]]) -> dict[str, object]:
-    """Median over repeats of every scalar metric; lists (per-step series) from the median run."""
+    """Median over repeats of every scalar metric; lists (per-step series) of the middle repeat."""
     if not repeats:
         return {}
     merged: dict[str, object] = {}
     for key in repeats[0]:
         values = [run[key] for run in repeats if key in run]
-        if all(isinstance(value, (int, float)) for value in values):
-            merged[key] = float(statistics.median(values))  # type: ignore[type-var]
+        scalars = [float(value) for value in values if isinstance(value, (int, float))]
+        if len(scalars) == len(values):
+            merged[key] = statistics.median(scalars)
         else:
             merged[key] = values[len(values) // 2]
     return merged
@@ -420,12 +424,12 @@ def update_readme(readme: pathlib.Path, markdown: str) -> bool:
 def draw_chart(results: dict[str, dict[str, RunResult]], path: pathlib.Path, quick: bool) -> str:
     """Commit time against version number (workload small_edits); returns a status line."""
     runs = results.get("small_edits", {})
-    series = {
+    candidates = {
         lib: metrics_of(run).get("commit_times_s")
         for lib, run in runs.items()
         if lib in ("h5vc", "versioned_hdf5", "h5py")
     }
-    series = {lib: times for lib, times in series.items() if isinstance(times, list) and times}
+    series = {lib: times for lib, times in candidates.items() if isinstance(times, list) and times}
     if not series:
         return "chart skipped: no per-commit times from small_edits"
     try:
