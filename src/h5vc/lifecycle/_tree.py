@@ -19,8 +19,8 @@ from h5vc.api import VersionedHDF5File
 from h5vc.errors import H5vcError, ReadOnlyError, UnsupportedFormatError
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.vds import create_virtual_dataset
-from h5vc.versions import FileState
+from h5vc.store.vds import create_virtual_dataset, read_chunk_map
+from h5vc.versions import FileState, dataset_chunks
 
 __all__ = [
     "DatasetNotFoundError",
@@ -76,33 +76,48 @@ def address(obj: h5py.HLObject) -> int:
 
 def walk_version(
     group: h5py.Group, seen_groups: set[int] | None = None, prefix: str = ""
-) -> Iterator[tuple[str, h5py.Group, str, h5py.HLObject]]:
-    """Yield ``(path, parent, name, object)`` for every member below ``group``.
+) -> Iterator[tuple[str, h5py.Group, str]]:
+    """Yield ``(path, parent, name)`` for every member below ``group``.
 
-    Groups whose address is in ``seen_groups`` are yielded but not entered (their
-    members were yielded before, through another hard link); entered groups are
-    added to it.
+    Members are not opened, except groups, which are entered.  Groups whose
+    address is in ``seen_groups`` are yielded but not entered (their members
+    were yielded before, through another hard link); entered groups are added.
     """
-    for name, obj in group.items():
+    for name in group:
         path = f"{prefix}{name}"
-        yield path, group, name, obj
-        if isinstance(obj, h5py.Group):
-            key = address(obj)
-            if seen_groups is not None:
-                if key in seen_groups:
-                    continue
-                seen_groups.add(key)
-            yield from walk_version(obj, seen_groups, f"{path}/")
+        yield path, group, name
+        info = h5py.h5o.get_info(group.id, name.encode())
+        if info.type != h5py.h5o.TYPE_GROUP:
+            continue
+        if seen_groups is not None:
+            if int(info.addr) in seen_groups:
+                continue
+            seen_groups.add(int(info.addr))
+        yield from walk_version(group[name], seen_groups, f"{path}/")
 
 
 @dataclass
 class DatasetObject:
-    """One committed virtual dataset object and every link that names it."""
+    """One committed virtual dataset object and every link that names it.
+
+    No handle is kept open: HDF5 holds every mapping of an open virtual dataset
+    in memory, so the object is opened only while it is read or rebuilt.
+    """
 
     path: str
-    dataset: h5py.Dataset
+    address: int
     versions: list[str] = field(default_factory=list)
     locations: list[tuple[h5py.Group, str]] = field(default_factory=list)
+
+    def open(self) -> h5py.Dataset:
+        parent, name = self.locations[0]
+        dataset = parent[name]
+        assert isinstance(dataset, h5py.Dataset)
+        return dataset
+
+    def chunk_map(self) -> ChunkMap:
+        dataset = self.open()
+        return read_chunk_map(dataset, dataset_chunks(dataset))
 
 
 def collect_datasets(
@@ -111,16 +126,19 @@ def collect_datasets(
     """``{dataset path: {object address: DatasetObject}}`` over ``versions``.
 
     Shared groups are entered once, so each link location is listed once.  With
-    ``only_path`` the walk opens that path in each version instead of walking.
+    ``only_path`` the walk looks that path up in each version instead of walking.
+    Objects are identified without opening them.
     """
     found: dict[str, dict[int, DatasetObject]] = {}
     seen_groups: set[int] = set()
     seen_locations: set[tuple[int, str]] = set()
 
-    def record(version: str, path: str, parent: h5py.Group, name: str, obj: Any) -> None:
-        if not isinstance(obj, h5py.Dataset):
+    def record(version: str, path: str, parent: h5py.Group, name: str) -> None:
+        info = h5py.h5o.get_info(parent.id, name.encode())
+        if info.type != h5py.h5o.TYPE_DATASET:
             return
-        entry = found.setdefault(path, {}).setdefault(address(obj), DatasetObject(path, obj))
+        key = int(info.addr)
+        entry = found.setdefault(path, {}).setdefault(key, DatasetObject(path, key))
         entry.versions.append(version)
         location = (address(parent), name)
         if location not in seen_locations:
@@ -130,13 +148,13 @@ def collect_datasets(
     for version in versions:
         group = state.versions[version]
         if only_path is None:
-            for path, parent, name, obj in walk_version(group, seen_groups):
-                record(version, path, parent, name, obj)
+            for path, parent, name in walk_version(group, seen_groups):
+                record(version, path, parent, name)
             continue
         parent_path, _, name = only_path.rpartition("/")
         parent = group.get(parent_path) if parent_path else group
         if isinstance(parent, h5py.Group) and name in parent:
-            record(version, only_path, parent, name, parent[name])
+            record(version, only_path, parent, name)
     return found
 
 
@@ -176,13 +194,13 @@ def rebuild_virtual_dataset(
     dtype: np.dtype | None = None,
     fillvalue: Any = None,
     attrs: dict[str, Any] | None = None,
-) -> h5py.Dataset:
+) -> None:
     """Replace ``entry``'s object by a new virtual dataset at each of its locations.
 
     User attributes are copied with their types; ``attrs`` overrides some of them.
     The old object is freed once no other link names it.
     """
-    old = entry.dataset
+    old = entry.open()
     first_parent, first_name = entry.locations[0]
     fill = old.fillvalue if fillvalue is None else fillvalue
     if dtype is not None and dtype.kind != "O":
@@ -196,8 +214,7 @@ def rebuild_virtual_dataset(
         new.attrs[key] = value
     for parent, name in entry.locations[1:]:
         relink(parent, name, first_parent, first_name)
-    entry.dataset = new
-    return new
+    entry.address = address(new)
 
 
 def relink(parent: h5py.Group, name: str, target_parent: h5py.Group, target_name: str) -> None:

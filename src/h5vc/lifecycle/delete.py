@@ -34,6 +34,7 @@ A dataset that no surviving version contains loses its ``raw_data`` and
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 
 import h5py
@@ -51,13 +52,12 @@ from h5vc.lifecycle._tree import (
 )
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.vds import read_chunk_map
-from h5vc.versions import FileState, dataset_chunks
+from h5vc.versions import FileState
 
 __all__ = ["delete_version", "delete_versions", "COPY_BUDGET_BYTES"]
 
 #: Upper bound on raw data held in memory while slots are moved.
-COPY_BUDGET_BYTES = 32 * 2**20
+COPY_BUDGET_BYTES = 4 * 2**20
 
 
 def delete_version(f: VersionedHDF5File | h5py.Group, version: str) -> None:
@@ -152,25 +152,35 @@ def _drop_store(version_data: h5py.Group, path: str) -> None:
 
 
 def compact_store(state: FileState, path: str, objects: list[DatasetObject]) -> None:
-    """Keep only the slots of ``path`` that ``objects`` reference; renumber them."""
+    """Keep only the slots of ``path`` that ``objects`` reference.
+
+    With ``n`` slots kept, every kept slot at or past ``n`` moves into a released
+    slot below ``n`` (lowest first).  Only the datasets that use a moved slot are
+    rebuilt, so deleting a few versions rebuilds a few virtual datasets.
+    """
     group = state.version_data[path]
     raw_data = group[layout.RAW_DATA]
     hash_table = group[layout.HASH_TABLE]
     n_slots = int(hash_table.attrs.get(layout.ATTR_LARGEST_INDEX, 0))
-    maps = [read_chunk_map(obj.dataset, dataset_chunks(obj.dataset)) for obj in objects]
+    maps = [obj.chunk_map() for obj in objects]
     used = _used_slots(maps)
-    if len(used) == n_slots:
+    n_kept = len(used)
+    if n_kept == n_slots:
         return
     c0 = maps[0].chunks[0]
-    moved = np.nonzero(used != np.arange(len(used)))[0]
-    first_moved = int(used[moved[0]]) if len(moved) else n_slots
-    move_slots(raw_data, used, c0)
-    raw_data.resize(len(used) * c0, axis=0)
-    _rewrite_hash_table(hash_table, used, c0, n_slots)
-    remap = np.full(n_slots, -1, dtype=np.int64)
-    remap[used] = np.arange(len(used), dtype=np.int64)
+    sources = used[used >= n_kept]  # kept slots past the end: they move down
+    is_used = np.zeros(n_kept, dtype=bool)
+    is_used[used[used < n_kept]] = True
+    targets = np.flatnonzero(~is_used)  # released slots below the end: they are refilled
+    move_slots(raw_data, sources, targets, c0)
+    raw_data.resize(n_kept * c0, axis=0)
+    remap = np.arange(max(n_slots, 1), dtype=np.int64)
+    remap[sources] = targets
+    _rewrite_hash_table(hash_table, remap, used, c0, n_slots)
+    if not len(sources):
+        return
     for obj, chunk_map in zip(objects, maps):
-        if not np.any(chunk_map.slots >= first_moved):
+        if not np.any(chunk_map.slots >= n_kept):
             continue
         slots = np.where(chunk_map.slots >= 0, remap[np.maximum(chunk_map.slots, 0)], -1)
         new_map = ChunkMap(chunk_map.shape, chunk_map.chunks, slots)
@@ -189,38 +199,54 @@ def _slot_bytes(raw_data: h5py.Dataset, c0: int) -> int:
     return max(1, c0 * int(np.prod(raw_data.shape[1:], dtype=np.int64)) * per_element)
 
 
-def move_slots(raw_data: h5py.Dataset, used: np.ndarray, c0: int) -> None:
-    """Copy slot ``used[k]`` to slot ``k`` for every k, in bounded windows.
+def move_slots(raw_data: h5py.Dataset, sources: np.ndarray, targets: np.ndarray, c0: int) -> None:
+    """Copy slot ``sources[k]`` to slot ``targets[k]``, in bounded windows.
 
-    ``used`` is sorted, so ``k <= used[k]``: a window is read before it is
-    written and later windows only read slots above everything written so far.
+    Every target is below every source, so no slot is written before it is read.
+    Sources are read in windows of consecutive slots of at most
+    ``COPY_BUDGET_BYTES``; consecutive targets are written in one call.
     """
     budget_slots = max(1, COPY_BUDGET_BYTES // _slot_bytes(raw_data, c0))
-    k = int(np.argmax(used != np.arange(len(used)))) if len(used) else 0
-    if len(used) == 0 or used[k] == k:
-        return
-    while k < len(used):
-        first = int(used[k])
-        # The largest window of used slots whose source span fits the budget.
-        end = int(np.searchsorted(used, first + budget_slots, side="left"))
-        end = max(end, k + 1)
-        last = int(used[end - 1])
-        window = raw_data[first * c0 : (last + 1) * c0]
+    k = 0
+    while k < len(sources):
+        first = int(sources[k])
+        end = max(int(np.searchsorted(sources, first + budget_slots)), k + 1)
+        window = raw_data[first * c0 : (int(sources[end - 1]) + 1) * c0]
         by_slot = window.reshape((-1, c0, *window.shape[1:]))
-        kept = by_slot[used[k:end] - first]
-        raw_data[k * c0 : end * c0] = kept.reshape((-1, *window.shape[1:]))
+        for start, stop in _consecutive(targets[k:end]):
+            chunk_rows = by_slot[sources[k + start : k + stop] - first]
+            target = int(targets[k + start])
+            raw_data[target * c0 : (target + stop - start) * c0] = chunk_rows.reshape(
+                (-1, *window.shape[1:])
+            )
         k = end
 
 
-def _rewrite_hash_table(hash_table: h5py.Dataset, used: np.ndarray, c0: int, n_slots: int) -> None:
-    """Keep the rows of ``used`` slots, renumbered; at least one (zeroed) row stays."""
+def _consecutive(values: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` index ranges of runs of consecutive integers in ``values``."""
+    if not len(values):
+        return []
+    breaks = np.flatnonzero(np.diff(values) != 1) + 1
+    bounds = [0, *breaks.tolist(), len(values)]
+    return list(itertools.pairwise(bounds))
+
+
+def _rewrite_hash_table(
+    hash_table: h5py.Dataset, remap: np.ndarray, used: np.ndarray, c0: int, n_slots: int
+) -> None:
+    """Keep the rows of ``used`` slots, renumbered by ``remap``, sorted by slot.
+
+    At least one (zeroed) row stays, as in a new table; largest_index is last.
+    """
     rows = hash_table[:n_slots]
     slot_of_row = rows["shape"][:, 0] // c0
     row_of_slot = np.empty(n_slots, dtype=np.int64)
     row_of_slot[slot_of_row] = np.arange(n_slots, dtype=np.int64)
-    kept = rows[row_of_slot[used]]
+    new_slots = remap[used]
+    order = np.argsort(new_slots)
+    kept = rows[row_of_slot[used[order]]]
     extent = kept["shape"][:, 1] - kept["shape"][:, 0]
-    starts = np.arange(len(used), dtype=np.int64) * c0
+    starts = new_slots[order] * c0
     kept["shape"][:, 0] = starts
     kept["shape"][:, 1] = starts + extent
     n_rows = max(len(used), 1)

@@ -42,8 +42,7 @@ from h5vc.lifecycle.delete import COPY_BUDGET_BYTES
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap, grid_shape
 from h5vc.store.rawdata import RawDataStore
-from h5vc.store.vds import read_chunk_map
-from h5vc.versions import FileState, dataset_chunks
+from h5vc.versions import FileState
 from h5vc.wrappers.dataset import array_from_chunk_map
 
 __all__ = ["modify_metadata"]
@@ -82,7 +81,7 @@ def modify_metadata(
             f"{state.root.file.filename!r} has."
         )
     objects = list(found.values())
-    old = _Settings.of(store, objects[0].dataset)
+    old = _Settings.of(store, objects[0].open())
     new = old.updated(path, chunks, compression, compression_opts, dtype, fillvalue)
     if new == old:
         return
@@ -259,7 +258,7 @@ def _rewrite(
     new: _Settings,
 ) -> list[ChunkMap]:
     """Fill ``new_store``; return the new chunk map of each object."""
-    maps = [read_chunk_map(obj.dataset, dataset_chunks(obj.dataset)) for obj in objects]
+    maps = [obj.chunk_map() for obj in objects]
     if new.chunks == old.chunks:
         slot_map = _convert_slots(old_store, new_store, maps, new)
         return [

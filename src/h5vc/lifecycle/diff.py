@@ -1,0 +1,272 @@
+"""What changed between two versions, from metadata alone.
+
+Two objects at one path are the same when they are the same HDF5 object (a
+hard link in h5vc's layout): nothing below them is compared.  Datasets are
+compared chunk by chunk through their chunk maps: an equal slot means equal
+data; different slots are compared by their SHA-256 digests in ``hash_table``,
+so a chunk stored again with identical content does not count as changed.  No
+array data is read by :func:`diff`; :func:`get_diff` reads only the regions that
+differ.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import ndindex
+import numpy as np
+
+from h5vc.api import VersionedHDF5File
+from h5vc.errors import VersionNotFoundError
+from h5vc.lifecycle._tree import DatasetNotFoundError, address, as_versioned
+from h5vc.store import layout
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.versions import FileState
+
+__all__ = ["DatasetChange", "VersionDiff", "diff", "get_diff"]
+
+_ABSENT = -2  # chunk position outside a dataset's grid
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatasetChange:
+    """A dataset present in both versions whose data or shape differs."""
+
+    path: str
+    shape1: tuple[int, ...]
+    shape2: tuple[int, ...]
+    #: Chunk-aligned regions (clipped to the larger shape) whose contents differ.
+    regions: tuple[ndindex.Tuple, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionDiff:
+    """Differences from ``version1`` to ``version2``.
+
+    Paths are relative to the version root (``""`` is the root itself); an
+    added or removed group is listed without its members.  Attributes are
+    ``(object path, attribute name)`` pairs.
+    """
+
+    version1: str
+    version2: str
+    groups_added: tuple[str, ...] = ()
+    groups_removed: tuple[str, ...] = ()
+    datasets_added: tuple[str, ...] = ()
+    datasets_removed: tuple[str, ...] = ()
+    datasets_changed: tuple[DatasetChange, ...] = ()
+    attrs_added: tuple[tuple[str, str], ...] = ()
+    attrs_removed: tuple[tuple[str, str], ...] = ()
+    attrs_changed: tuple[tuple[str, str], ...] = ()
+
+    def __bool__(self) -> bool:
+        return any(
+            getattr(self, name)
+            for name in self.__dataclass_fields__
+            if name not in ("version1", "version2")
+        )
+
+    def dataset(self, path: str) -> DatasetChange | None:
+        """The change of dataset ``path``, or None if its data did not change."""
+        path = path.strip("/")
+        return next((c for c in self.datasets_changed if c.path == path), None)
+
+
+@dataclass
+class _Collector:
+    state: FileState
+    version1: str
+    version2: str
+    lists: dict[str, list[Any]] = field(default_factory=dict)
+    digests: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def add(self, kind: str, item: Any) -> None:
+        self.lists.setdefault(kind, []).append(item)
+
+    def result(self) -> VersionDiff:
+        sections = {kind: tuple(items) for kind, items in self.lists.items()}
+        return VersionDiff(version1=self.version1, version2=self.version2, **sections)
+
+
+def _committed(state: FileState, name: str) -> str:
+    if name not in state.log:
+        raise VersionNotFoundError(
+            f"Expected a committed version to compare. Got {name!r}, which is not one."
+        )
+    return name
+
+
+def diff(f: VersionedHDF5File | h5py.Group, version1: str, version2: str) -> VersionDiff:
+    """Groups, datasets and attributes added, removed or changed from ``version1`` to ``version2``."""
+    state = as_versioned(f)._open_state
+    collector = _Collector(state, _committed(state, version1), _committed(state, version2))
+    _compare_groups(collector, state.versions[version1], state.versions[version2], "")
+    return collector.result()
+
+
+def _compare_attrs(collector: _Collector, attrs1: Any, attrs2: Any, path: str) -> None:
+    hidden = layout.VERSION_ATTRS if path == "" else layout.DATASET_ATTRS
+    keys1 = {k for k in attrs1 if k not in hidden}
+    keys2 = {k for k in attrs2 if k not in hidden}
+    for key in sorted(keys2 - keys1):
+        collector.add("attrs_added", (path, key))
+    for key in sorted(keys1 - keys2):
+        collector.add("attrs_removed", (path, key))
+    for key in sorted(keys1 & keys2):
+        if not _same_value(attrs1[key], attrs2[key]):
+            collector.add("attrs_changed", (path, key))
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.all(a == b))
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix else name
+
+
+def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path: str) -> None:
+    if path and address(g1) == address(g2):
+        return  # one shared object: nothing below it differs
+    hidden = layout.VERSION_ATTRS if path == "" else frozenset()
+    attrs1 = {k: g1.attrs[k] for k in g1.attrs if k not in hidden}
+    attrs2 = {k: g2.attrs[k] for k in g2.attrs if k not in hidden}
+    _compare_attrs(collector, attrs1, attrs2, path)
+    names1, names2 = set(g1), set(g2)
+    for name in sorted(names1 | names2):
+        child = _join(path, name)
+        obj1 = g1[name] if name in names1 else None
+        obj2 = g2[name] if name in names2 else None
+        kind1, kind2 = _kind(obj1), _kind(obj2)
+        if kind1 != kind2:
+            if kind1:
+                collector.add(f"{kind1}_removed", child)
+            if kind2:
+                collector.add(f"{kind2}_added", child)
+        elif kind1 == "groups":
+            _compare_groups(collector, obj1, obj2, child)
+        elif obj1 is not None and obj2 is not None and address(obj1) != address(obj2):
+            _compare_attrs(collector, obj1.attrs, obj2.attrs, child)
+            change = _compare_dataset(collector, child, obj1, obj2)
+            if change is not None:
+                collector.add("datasets_changed", change)
+
+
+def _kind(obj: Any) -> str:
+    if obj is None:
+        return ""
+    return "groups" if isinstance(obj, h5py.Group) else "datasets"
+
+
+def _slot_digests(collector: _Collector, path: str) -> np.ndarray:
+    """SHA-256 digest of each slot of ``path``'s store, as ``V32`` scalars."""
+    cached = collector.digests.get(path)
+    if cached is None:
+        store = collector.state.store(path)
+        if store is None:
+            raise DatasetNotFoundError(f"Dataset {path!r} has no raw_data to compare.")
+        n_rows = int(store.hash_table.attrs.get(layout.ATTR_LARGEST_INDEX, 0))
+        rows = store.hash_table[:n_rows]
+        cached = np.zeros(n_rows, dtype="V32")
+        slots = rows["shape"][:, 0] // store.chunks[0]
+        cached[slots] = np.ascontiguousarray(rows["hash"]).view("V32").ravel()
+        collector.digests[path] = cached
+    return cached
+
+
+def _compare_dataset(
+    collector: _Collector, path: str, d1: h5py.Dataset, d2: h5py.Dataset
+) -> DatasetChange | None:
+    state = collector.state
+    map1 = state.chunk_map(collector.version1, path, d1)
+    map2 = state.chunk_map(collector.version2, path, d2)
+    if map1 == map2:
+        return None
+    regions = tuple(_differing_regions(map1, map2, lambda: _slot_digests(collector, path)))
+    if not regions and map1.shape == map2.shape:
+        return None
+    return DatasetChange(path=path, shape1=map1.shape, shape2=map2.shape, regions=regions)
+
+
+def _differing_regions(map1: ChunkMap, map2: ChunkMap, digests: Any) -> Iterator[ndindex.Tuple]:
+    chunks = map1.chunks
+    grid = tuple(max(a, b) for a, b in zip(map1.slots.shape, map2.slots.shape))
+    slots1, slots2 = _padded(map1.slots, grid), _padded(map2.slots, grid)
+    differ = slots1 != slots2
+    both = differ & (slots1 >= 0) & (slots2 >= 0)
+    if both.any():
+        table = digests()
+        differ[both] = table[slots1[both]] != table[slots2[both]]
+    for axis, c in enumerate(chunks):  # chunks whose extent differs (shape changes)
+        starts = np.arange(grid[axis]) * c
+        ext1 = np.clip(map1.shape[axis] - starts, 0, c)
+        ext2 = np.clip(map2.shape[axis] - starts, 0, c)
+        shape = [1] * len(grid)
+        shape[axis] = grid[axis]
+        differ |= (ext1 != ext2).reshape(shape)
+    bound = tuple(max(a, b) for a, b in zip(map1.shape, map2.shape))
+    for coords in np.argwhere(differ).tolist():
+        yield ndindex.Tuple(
+            *(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, chunks, bound))
+        )
+
+
+def _padded(slots: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
+    padded = np.full(grid, _ABSENT, dtype=np.int64)
+    padded[tuple(slice(0, n) for n in slots.shape)] = slots
+    return padded
+
+
+def get_diff(
+    f: VersionedHDF5File | h5py.Group, name: str, version1: str, version2: str
+) -> dict[ndindex.Tuple, tuple[np.ndarray, np.ndarray]]:
+    """``{region: (data in version1, data in version2)}`` for each differing chunk region of ``name``.
+
+    Regions are chunk-aligned ``ndindex.Tuple`` keys clipped to the larger
+    shape; each side is clipped to its own shape (empty where the region lies
+    outside it, or where the dataset is absent from that version).
+    """
+    vf = as_versioned(f)
+    state = vf._open_state
+    path = name.strip("/")
+    versions = (_committed(state, version1), _committed(state, version2))
+    datasets = [_dataset_or_none(state.versions[v], path) for v in versions]
+    if datasets[0] is None and datasets[1] is None:
+        raise DatasetNotFoundError(
+            f"Expected dataset {name!r} in version {version1!r} or {version2!r}. Got neither."
+        )
+    present = next(d for d in datasets if d is not None)
+    maps = [
+        state.chunk_map(v, path, d)
+        if d is not None
+        else ChunkMap.empty((0,) * present.ndim, _chunks_of(present))
+        for v, d in zip(versions, datasets)
+    ]
+    views = [vf[v][path] if d is not None else None for v, d in zip(versions, datasets)]
+    collector = _Collector(state, *versions)
+    result: dict[ndindex.Tuple, tuple[np.ndarray, np.ndarray]] = {}
+    for region in _differing_regions(maps[0], maps[1], lambda: _slot_digests(collector, path)):
+        sides = []
+        for view, chunk_map in zip(views, maps):
+            clipped = tuple(
+                slice(min(s.start, n), min(s.stop, n)) for s, n in zip(region.raw, chunk_map.shape)
+            )
+            if view is None:
+                sides.append(np.empty([s.stop - s.start for s in clipped], dtype=present.dtype))
+            else:
+                sides.append(np.asarray(view[clipped]))
+        result[region] = (sides[0], sides[1])
+    return result
+
+
+def _dataset_or_none(group: h5py.Group, path: str) -> h5py.Dataset | None:
+    obj = group.get(path)
+    return obj if isinstance(obj, h5py.Dataset) else None
+
+
+def _chunks_of(dataset: h5py.Dataset) -> tuple[int, ...]:
+    return tuple(int(c) for c in np.atleast_1d(dataset.attrs[layout.ATTR_CHUNKS]))

@@ -1,0 +1,48 @@
+"""The history of a version: its ancestors, newest first, and a printable log."""
+
+from __future__ import annotations
+
+import h5py
+
+from h5vc.api import VersionedHDF5File
+from h5vc.errors import VersionNotFoundError
+from h5vc.lifecycle._tree import as_versioned
+from h5vc.store import layout
+from h5vc.versions import VersionInfo, format_timestamp
+
+__all__ = ["format_log", "log"]
+
+
+def log(f: VersionedHDF5File | h5py.Group, version: str | None = None) -> list[VersionInfo]:
+    """``version`` (default: the current version) and its ancestors, newest first.
+
+    Each entry has the name, parent (``prev_version``, None for a root),
+    timestamp, message and author.  An empty file has an empty log.
+    """
+    state = as_versioned(f)._open_state
+    start = state.current_version if version is None else version
+    if start == layout.FIRST_VERSION:
+        return []
+    if start not in state.log:
+        raise VersionNotFoundError(
+            f"Expected a committed version to start the log at. Got {start!r}, which is not one."
+        )
+    return [state.log.info(name) for name in state.log.ancestors(start)]
+
+
+def format_log(entries: list[VersionInfo]) -> str:
+    """The log as text: one block per version, like ``git log``."""
+    blocks = []
+    for info in entries:
+        lines = [
+            f"version {info.name}",
+            f"Parent: {info.prev_version or layout.FIRST_VERSION}",
+            f"Date:   {format_timestamp(info.timestamp)}",
+        ]
+        if info.author:
+            lines.insert(2, f"Author: {info.author}")
+        if info.message:
+            lines.append("")
+            lines.extend(f"    {line}" for line in info.message.splitlines())
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
