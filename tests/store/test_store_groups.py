@@ -156,3 +156,50 @@ def test_staged_reads_see_staged_writes(tree: VersionedHDF5File) -> None:
         x[4] = 40
         assert g["a/b/c"][4] == 40
     assert tree["v2"]["a/b/c"][:].tolist() == [0, 10, 20, 3, 40]
+
+
+ATTR_VALUES = {
+    "int": 3,
+    "float": 1.5,
+    "text": "caf\u00e9",
+    "bytes": b"raw",
+    "ints": [1, 2, 3],
+    "nested": [[1, 2], [3, 4]],
+    "texts": ["a", "bc"],
+    "object_texts": np.array(["x", "yz"], dtype=object),
+    "float32": np.float32(0.25),
+    "bools": np.array([True, False]),
+}
+
+
+@pytest.mark.parametrize("key", sorted(ATTR_VALUES))
+def test_attribute_values_read_back_as_h5py_does(vf: VersionedHDF5File, tmp_path, key) -> None:
+    value = ATTR_VALUES[key]
+    with h5py.File(tmp_path / "plain.h5", "w") as plain:
+        plain.attrs[key] = value
+        expected = plain.attrs[key]
+    with vf.stage_version("v1") as g:
+        g.attrs[key] = value
+        g.create_group("sub").attrs[key] = value
+        g.create_dataset("x", data=[1]).attrs[key] = value
+    for obj in (vf["v1"], vf["v1"]["sub"], vf["v1"]["x"]):
+        got = obj.attrs[key]
+        assert type(got) is type(expected)
+        if isinstance(expected, np.ndarray):
+            assert got.dtype == expected.dtype
+            assert got.tolist() == expected.tolist()
+        else:
+            assert got == expected
+
+
+@pytest.mark.parametrize("value", [{"a": 1}, None, np.array(["a", "b"]), object()])
+def test_unstorable_attribute_is_refused_when_set(vf: VersionedHDF5File, value) -> None:
+    with vf.stage_version("v1") as g:
+        g["x"] = np.arange(3)
+        for attrs in (g.attrs, g["x"].attrs):
+            with pytest.raises(TypeError):
+                attrs["bad"] = value
+            assert "bad" not in attrs
+        g.attrs["good"] = 1
+    assert vf["v1"].attrs["good"] == 1
+    assert "bad" not in vf["v1"].attrs and "bad" not in vf["v1"]["x"].attrs

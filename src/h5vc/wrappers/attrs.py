@@ -125,10 +125,39 @@ class StagedAttributes(MutableMapping[str, Any]):
 
 
 def _normalize(value: Any) -> Any:
-    """Store what HDF5 would give back: numpy scalars/arrays, str for text."""
-    if isinstance(value, str | bytes | np.ndarray | np.generic):
+    """Store what HDF5 would give back: numpy scalars/arrays, str for text.
+
+    Values HDF5 cannot store raise ``TypeError`` here, when they are set (as in
+    h5py), rather than when the version is committed.
+    """
+    if isinstance(value, str | bytes):
         return value
-    array = np.asarray(value)
-    if array.dtype.kind == "U":
-        return array  # h5py stores lists of str as variable-length strings
-    return array[()] if array.shape == () else array
+    if isinstance(value, np.ndarray | np.generic):
+        result = value
+    else:
+        array = np.asarray(value)
+        if array.dtype.kind == "U":
+            # HDF5 has no fixed-width unicode type: like h5py, store text as
+            # variable-length UTF-8 strings (read back as an object array of str).
+            return np.array(array.tolist(), dtype=h5py.string_dtype())
+        array = _check_storable(array)
+        return array[()] if array.shape == () else array
+    return _check_storable(result)
+
+
+def _check_storable(value: Any) -> Any:
+    dtype = value.dtype
+    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None:
+        items = np.asarray(value).ravel().tolist()
+        if items and all(isinstance(item, str) for item in items):
+            return np.array(value.tolist(), dtype=h5py.string_dtype())
+        if items and all(isinstance(item, bytes) for item in items):
+            return np.array(value.tolist(), dtype=h5py.string_dtype("ascii"))
+    try:
+        h5py.h5t.py_create(dtype, logical=True)
+    except TypeError as err:
+        raise TypeError(
+            f"Expected an attribute value HDF5 can store (numbers, text, arrays of them). "
+            f"Got {type(value).__name__} of dtype {dtype} instead."
+        ) from err
+    return value
