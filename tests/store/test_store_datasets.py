@@ -269,3 +269,24 @@ def test_scalar_dataset_is_refused(vf: VersionedHDF5File) -> None:
     with vf.stage_version("v1") as g, pytest.raises(TypeError):
         g.create_dataset("s", data=np.float64(3.0))
     assert "v1" in vf
+
+
+@pytest.mark.parametrize(
+    "kwargs, attr, value",
+    [
+        ({"scaleoffset": 0}, "scaleoffset", 0),
+        ({"scaleoffset": 4}, "scaleoffset", 4),
+        ({"compression": "gzip", "compression_opts": 0}, "compression_opts", 0),
+        ({"compression": "lzf"}, "compression", "lzf"),
+        ({"fletcher32": True}, "fletcher32", True),
+    ],
+)
+def test_filters_reach_raw_data(
+    vf: VersionedHDF5File, h5file: h5py.File, kwargs, attr, value
+) -> None:
+    data = np.arange(100, dtype="i4")
+    with vf.stage_version("v1") as g:
+        g.create_dataset("x", data=data, chunks=(10,), **kwargs)
+    assert getattr(h5file["_version_data/x/raw_data"], attr) == value
+    assert getattr(vf["v1"]["x"], attr) == value
+    assert_same_array(vf["v1"]["x"][()], data)

@@ -324,7 +324,7 @@ class StagedGroup(_GroupBase):
         }
         dataset = _new_dataset(
             self._state, _join(self._path, leaf), shape, dtype, data, chunks, fillvalue,
-            maxshape, {k: v for k, v in filters.items() if v not in (None, False)},
+            maxshape, {k: v for k, v in filters.items() if v is not None and v is not False},
         )  # fmt: skip
         self._add(leaf, dataset)
         return dataset
