@@ -10,7 +10,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
+from h5vc.errors import (
+    AncestorNotFoundError,
+    ReadOnlyError,
+    UnsupportedFormatError,
+    VersionNotFoundError,
+)
 from h5vc.store import layout
 from h5vc.versions import (
     FileState,
@@ -135,7 +140,7 @@ class VersionedHDF5File:
             next(chain, None)
         found = next(chain, None)
         if found is None:
-            raise VersionNotFoundError(
+            raise AncestorNotFoundError(
                 f"Version {current!r} has fewer than {-n} ancestors (asked for {n})."
             )
         return found

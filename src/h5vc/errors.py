@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "H5vcError",
     "VersionNotFoundError",
+    "AncestorNotFoundError",
     "VersionExistsError",
     "ReadOnlyError",
     "NotVersionedError",
@@ -34,6 +35,10 @@ class VersionNotFoundError(H5vcError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class AncestorNotFoundError(VersionNotFoundError, IndexError):
+    """``vf[-n]`` asked for more ancestors than the current version has."""
 
 
 class VersionExistsError(H5vcError, ValueError):
