@@ -42,6 +42,7 @@ import numpy as np
 
 from h5vc.api import VersionedHDF5File
 from h5vc.errors import VersionNotFoundError
+from h5vc.lifecycle import timeindex
 from h5vc.lifecycle._tree import (
     DatasetObject,
     as_versioned,
@@ -88,6 +89,7 @@ def delete_versions(f: VersionedHDF5File | h5py.Group, versions: str | Iterable[
     _repoint(state, doomed, survivors)
     for name in doomed:
         del state.versions[name]
+    timeindex.remove_entries(state.version_data, doomed)
     state.root.file.flush()
     _release_chunks(state, survivors)
     state.forget()

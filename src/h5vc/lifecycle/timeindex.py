@@ -1,0 +1,112 @@
+"""A persisted, sorted timestamp index of the committed versions.
+
+``VersionLog`` finds a version by time by bisecting a sorted in-memory list,
+but builds that list by reading every version group's attributes: on a file
+with 10,000 versions the first ``vf[datetime]`` costs a read of 10,000 groups.
+This index keeps the sorted list in the file, so a lookup reads one int64
+array and one name::
+
+    _version_data/__version_index__/
+        timestamps     int64 microseconds since 1970 (UTC), sorted ascending
+        names          variable-length UTF-8 names, in the same order
+
+The index only imports h5py and numpy, so the commit code can call
+:func:`append_entry` after writing the commit marker and
+:func:`lookup` before falling back to a scan.  Ties are ordered by name, as in
+``VersionLog``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import h5py
+import numpy as np
+
+__all__ = [
+    "INDEX_NAME",
+    "append_entry",
+    "has_index",
+    "lookup",
+    "read_index",
+    "remove_entries",
+    "write_index",
+]
+
+INDEX_NAME = "__version_index__"
+TIMESTAMPS = "timestamps"
+NAMES = "names"
+_UNIT = "datetime64[us]"
+
+
+def has_index(version_data: h5py.Group) -> bool:
+    return INDEX_NAME in version_data
+
+
+def _as_int(ts: np.datetime64) -> int:
+    return int(np.datetime64(ts, "us").astype(np.int64))
+
+
+def write_index(version_data: h5py.Group, entries: Iterable[tuple[np.datetime64, str]]) -> None:
+    """(Re)write the whole index from ``(timestamp, name)`` pairs."""
+    ordered = sorted((_as_int(ts), name) for ts, name in entries)
+    if INDEX_NAME in version_data:
+        del version_data[INDEX_NAME]
+    group = version_data.create_group(INDEX_NAME)
+    stamps = np.array([ts for ts, _ in ordered], dtype=np.int64)
+    names = np.array([name for _, name in ordered], dtype=object)
+    group.create_dataset(TIMESTAMPS, data=stamps, maxshape=(None,), chunks=(4096,))
+    group.create_dataset(
+        NAMES, data=names, dtype=h5py.string_dtype(), maxshape=(None,), chunks=(4096,)
+    )
+
+
+def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | None:
+    """All ``(timestamp, name)`` pairs, sorted; None if the file has no index."""
+    if INDEX_NAME not in version_data:
+        return None
+    group = version_data[INDEX_NAME]
+    stamps = group[TIMESTAMPS][()].astype(_UNIT)
+    names = group[NAMES].asstr()[()]
+    return list(zip(stamps, names))
+
+
+def append_entry(version_data: h5py.Group, ts: np.datetime64, name: str) -> None:
+    """Add one committed version (a plain append when it is the newest)."""
+    if INDEX_NAME not in version_data:
+        return
+    group = version_data[INDEX_NAME]
+    stamps, names = group[TIMESTAMPS], group[NAMES]
+    n = stamps.shape[0]
+    value = _as_int(ts)
+    if n and (value, name) < (int(stamps[n - 1]), names.asstr()[n - 1]):
+        entries = read_index(version_data) or []
+        write_index(version_data, [*entries, (ts, name)])
+        return
+    stamps.resize((n + 1,))
+    names.resize((n + 1,))
+    names[n] = name
+    stamps[n] = value
+
+
+def remove_entries(version_data: h5py.Group, removed: set[str]) -> None:
+    """Drop deleted versions from the index."""
+    entries = read_index(version_data)
+    if entries is not None:
+        write_index(version_data, [(ts, n) for ts, n in entries if n not in removed])
+
+
+def lookup(version_data: h5py.Group, ts: np.datetime64, exact: bool = False) -> str | None:
+    """The version committed at ``ts`` or the latest before it (None: no such version).
+
+    Raises ``LookupError`` if the file has no index.
+    """
+    if INDEX_NAME not in version_data:
+        raise LookupError("This file has no persisted version index.")
+    group = version_data[INDEX_NAME]
+    stamps = group[TIMESTAMPS][()]
+    value = _as_int(ts)
+    i = int(np.searchsorted(stamps, value, side="right"))  # O(log n), sorted array
+    if i == 0 or (exact and int(stamps[i - 1]) != value):
+        return None
+    return str(group[NAMES].asstr()[i - 1])

@@ -1,0 +1,65 @@
+"""The persisted timestamp index: sorted, appendable, kept in step with deletes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from conftest import new_versioned
+
+from h5vc.lifecycle import delete_versions, timeindex
+
+BASE = np.datetime64("2024-01-01T00:00:00", "us")
+
+
+def at(seconds: float) -> np.datetime64:
+    return BASE + np.timedelta64(int(seconds * 1_000_000), "us")
+
+
+@pytest.fixture
+def version_data(tmp_path: Path):
+    with h5py.File(tmp_path / "index.h5", "w") as f:
+        yield f.create_group("_version_data")
+
+
+def test_lookup_bisects_the_sorted_index(version_data) -> None:
+    timeindex.write_index(version_data, [(at(i), f"v{i}") for i in (5, 1, 3)])
+    timeindex.append_entry(version_data, at(7), "v7")
+    timeindex.append_entry(version_data, at(2), "v2")  # out of order: re-sorted
+    assert [name for _, name in timeindex.read_index(version_data)] == [
+        "v1",
+        "v2",
+        "v3",
+        "v5",
+        "v7",
+    ]
+    assert timeindex.lookup(version_data, at(3.5)) == "v3"
+    assert timeindex.lookup(version_data, at(3)) == "v3"
+    assert timeindex.lookup(version_data, at(100)) == "v7"
+    assert timeindex.lookup(version_data, at(0.5)) is None
+    assert timeindex.lookup(version_data, at(3.5), exact=True) is None
+    assert timeindex.lookup(version_data, at(5), exact=True) == "v5"
+
+
+def test_without_an_index(version_data) -> None:
+    assert not timeindex.has_index(version_data)
+    assert timeindex.read_index(version_data) is None
+    timeindex.append_entry(version_data, at(1), "v1")  # nothing to keep up to date
+    assert not timeindex.has_index(version_data)
+    with pytest.raises(LookupError):
+        timeindex.lookup(version_data, at(1))
+
+
+def test_delete_versions_keeps_the_index_in_step(tmp_path: Path) -> None:
+    f, vf = new_versioned(tmp_path / "v.h5", "h5vc")
+    with f:
+        for number in range(4):
+            with vf.stage_version(f"v{number}", timestamp=at(number)) as group:
+                group["x"] = np.arange(3) + number
+        version_data = f["_version_data"]
+        timeindex.write_index(version_data, [(at(n), f"v{n}") for n in range(4)])
+        delete_versions(vf, ["v1", "v2"])
+        assert timeindex.lookup(version_data, at(2.5)) == "v0"
+        assert [name for _, name in timeindex.read_index(version_data)] == ["v0", "v3"]
