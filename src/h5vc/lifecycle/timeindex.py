@@ -44,7 +44,7 @@ def has_index(version_data: h5py.Group) -> bool:
 
 
 def _as_int(ts: np.datetime64) -> int:
-    return int(np.datetime64(ts, "us").astype(np.int64))
+    return int(np.asarray(ts).astype(_UNIT).astype(np.int64))
 
 
 def write_index(version_data: h5py.Group, entries: Iterable[tuple[np.datetime64, str]]) -> None:
