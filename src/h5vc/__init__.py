@@ -8,7 +8,9 @@ virtual datasets that any HDF5 tool reads.
 
 from h5vc.api import VersionedHDF5File, open
 from h5vc.errors import (
+    AncestorNotFoundError,
     CorruptDataError,
+    DatasetNotFoundError,
     H5vcError,
     InvalidOptionError,
     InvalidTimestampError,
@@ -19,11 +21,22 @@ from h5vc.errors import (
     VersionExistsError,
     VersionNotFoundError,
 )
+from h5vc.lifecycle import (
+    delete_version,
+    delete_versions,
+    diff,
+    get_diff,
+    log,
+    modify_metadata,
+    repack,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AncestorNotFoundError",
     "CorruptDataError",
+    "DatasetNotFoundError",
     "H5vcError",
     "InvalidOptionError",
     "InvalidTimestampError",
@@ -35,5 +48,12 @@ __all__ = [
     "VersionNotFoundError",
     "VersionedHDF5File",
     "__version__",
+    "delete_version",
+    "delete_versions",
+    "diff",
+    "get_diff",
+    "log",
+    "modify_metadata",
     "open",
+    "repack",
 ]

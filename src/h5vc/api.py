@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
@@ -25,6 +25,9 @@ from h5vc.versions import (
     parse_timestamp,
 )
 from h5vc.wrappers import CommittedGroup, StagedGroup
+
+if TYPE_CHECKING:
+    from h5vc.lifecycle import VersionDiff
 
 __all__ = ["VersionedHDF5File", "open"]
 
@@ -232,6 +235,26 @@ class VersionedHDF5File:
         from h5vc.lifecycle import delete_versions
 
         delete_versions(self, [name])
+
+    # -- inspection (implemented in h5vc.lifecycle) --------------------------------
+
+    def diff(self, version1: str, version2: str) -> VersionDiff:
+        """Groups, datasets, attributes and chunk regions that differ between two versions."""
+        from h5vc.lifecycle import diff
+
+        return diff(self, version1, version2)
+
+    def get_diff(self, name: str, version1: str, version2: str) -> dict[Any, Any]:
+        """``{region: (data in version1, data in version2)}`` for dataset ``name``."""
+        from h5vc.lifecycle import get_diff
+
+        return get_diff(self, name, version1, version2)
+
+    def log(self, version: str | None = None) -> list[VersionInfo]:
+        """Versions from ``version`` (default: the current one) back to the first."""
+        from h5vc.lifecycle import log
+
+        return log(self, version)
 
     def __repr__(self) -> str:
         if self._state is None:

@@ -13,6 +13,7 @@ __all__ = [
     "VersionNotFoundError",
     "AncestorNotFoundError",
     "VersionExistsError",
+    "DatasetNotFoundError",
     "ReadOnlyError",
     "NotVersionedError",
     "UnsupportedFormatError",
@@ -39,6 +40,13 @@ class VersionNotFoundError(H5vcError, KeyError):
 
 class AncestorNotFoundError(VersionNotFoundError, IndexError):
     """``vf[-n]`` asked for more ancestors than the current version has."""
+
+
+class DatasetNotFoundError(H5vcError, KeyError):
+    """A dataset path names no dataset in any version."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
 
 
 class VersionExistsError(H5vcError, ValueError):

@@ -30,7 +30,7 @@ from h5vc.errors import (
     VersionNotFoundError,
 )
 from h5vc.staging import StagedChangesArray
-from h5vc.store import layout
+from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import RawDataStore
@@ -122,8 +122,9 @@ class VersionLog:
     sorted timestamp index up to date, so later lookups are a bisection.
     """
 
-    def __init__(self, versions_group: h5py.Group):
+    def __init__(self, versions_group: h5py.Group, version_data: h5py.Group | None = None):
         self._group = versions_group
+        self._version_data = version_data
         self._infos: dict[str, VersionInfo] = {}
         self._by_time: list[tuple[np.datetime64, str]] | None = None
 
@@ -194,8 +195,24 @@ class VersionLog:
             yield current
             current = self.info(current).prev_version
 
+    def _index_usable(self) -> bool:
+        """Whether the persisted time index lists exactly the committed versions."""
+        vd = self._version_data
+        if vd is None or not timeindex.has_index(vd):
+            return False
+        # An index entry is appended right after a commit's marker: a process
+        # stopped in between leaves one entry short, and the scan is used instead.
+        return timeindex.entry_count(vd) == len(self._group) - 1
+
     def at_time(self, ts: np.datetime64, exact: bool = False) -> str:
         """The version committed at ``ts``, or the latest one before it."""
+        if self._by_time is None and self._index_usable():
+            assert self._version_data is not None
+            found = timeindex.lookup(self._version_data, ts, exact=exact)
+            if found is None:
+                what = "at" if exact else "at or before"
+                raise VersionNotFoundError(f"No version was committed {what} {ts}.")
+            return found
         by_time = self._load_all()
         key = (ts, chr(0x10FFFF))
         i = bisect.bisect_right(by_time, key)
@@ -252,7 +269,7 @@ class FileState:
                 f"{sorted(layout.READABLE_DATA_VERSIONS)}."
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
-        self.log = VersionLog(self.versions)
+        self.log = VersionLog(self.versions, self.version_data)
         self._stores: dict[str, RawDataStore] = {}
         self._chunk_maps: dict[tuple[str, str], ChunkMap] = {}
 
@@ -331,6 +348,7 @@ def _initialize(root: h5py.Group) -> None:
     first.attrs[layout.ATTR_TIMESTAMP] = format_timestamp(_now())
     versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
     versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+    timeindex.write_index(root[layout.VERSION_DATA], [])
 
 
 def _now() -> np.datetime64:
@@ -416,6 +434,8 @@ def commit_version(
     except BaseException:
         del state.versions[name]
         raise
+    if state.h5vc_layout:
+        timeindex.append_entry(state.version_data, ts, name)
     info = VersionInfo(name, prev_version, ts, message, author)
     state.log.add(info)
     if make_current:

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from conftest import new_versioned
 
-from h5vc.lifecycle import delete_versions, timeindex
+from h5vc.lifecycle import delete_versions
+from h5vc.store import timeindex
 
 BASE = np.datetime64("2024-01-01T00:00:00", "us")
 

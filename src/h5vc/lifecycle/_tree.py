@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
-from h5vc.errors import H5vcError, ReadOnlyError, UnsupportedFormatError
+from h5vc.errors import DatasetNotFoundError, ReadOnlyError, UnsupportedFormatError
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
@@ -35,13 +35,6 @@ __all__ = [
     "store_paths",
     "walk_version",
 ]
-
-
-class DatasetNotFoundError(H5vcError, KeyError):
-    """A dataset path names no dataset in any version."""
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
 
 
 def as_versioned(f: VersionedHDF5File | h5py.Group) -> VersionedHDF5File:

@@ -42,7 +42,6 @@ import numpy as np
 
 from h5vc.api import VersionedHDF5File
 from h5vc.errors import VersionNotFoundError
-from h5vc.lifecycle import timeindex
 from h5vc.lifecycle._tree import (
     DatasetObject,
     as_versioned,
@@ -51,7 +50,7 @@ from h5vc.lifecycle._tree import (
     rebuild_virtual_dataset,
     store_paths,
 )
-from h5vc.store import layout
+from h5vc.store import layout, timeindex
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.versions import FileState
 

@@ -69,10 +69,50 @@ class VersionDiff:
             if name not in ("version1", "version2")
         )
 
+    def describe(self) -> str:
+        """The differences as text, one line per item."""
+        lines = [f"{self.version1} -> {self.version2}:"]
+        for label, paths in (
+            ("+ group", self.groups_added),
+            ("- group", self.groups_removed),
+            ("+ dataset", self.datasets_added),
+            ("- dataset", self.datasets_removed),
+        ):
+            lines += [f"  {label} /{path}" for path in paths]
+        for change in self.datasets_changed:
+            shape = (
+                f"shape {change.shape1} -> {change.shape2}, "
+                if change.shape1 != change.shape2
+                else ""
+            )
+            regions = ", ".join(_format_region(region) for region in change.regions[:3])
+            more = f" and {len(change.regions) - 3} more" if len(change.regions) > 3 else ""
+            lines.append(
+                f"  ~ dataset /{change.path}: {shape}{len(change.regions)} chunk "
+                f"region(s) differ: {regions}{more}"
+            )
+        for label, items in (
+            ("+ attr", self.attrs_added),
+            ("- attr", self.attrs_removed),
+            ("~ attr", self.attrs_changed),
+        ):
+            lines += [f"  {label} /{path} {name!r}" for path, name in items]
+        if len(lines) == 1:
+            lines.append("  no differences")
+        return "\n".join(lines)
+
     def dataset(self, path: str) -> DatasetChange | None:
         """The change of dataset ``path``, or None if its data did not change."""
         path = path.strip("/")
         return next((c for c in self.datasets_changed if c.path == path), None)
+
+
+def _format_region(region: ndindex.Tuple) -> str:
+    """``[12288:16384, 0:100]`` for a chunk-aligned region."""
+    parts = []
+    for item in region.raw:
+        parts.append(f"{item.start}:{item.stop}" if isinstance(item, slice) else str(item))
+    return "[" + ", ".join(parts) + "]"
 
 
 @dataclass

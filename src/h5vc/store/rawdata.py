@@ -77,14 +77,15 @@ class RawDataStore:
         )
         raw_data.attrs[ATTR_CHUNKS] = np.asarray(chunks, dtype=np.int64)
         # One zeroed row to start with, as the format's other writer does; rows
-        # past largest_index are never read.
+        # past largest_index are never read.  Uncompressed: a compressed chunk
+        # changes size when rows are appended and is rewritten to new file space
+        # at every commit, which the file never gets back.
         hash_table = group.create_dataset(
             HASH_TABLE,
             shape=(1,),
             dtype=HASH_TABLE_DTYPE,
             chunks=HASH_TABLE_CHUNKS,
             maxshape=(None,),
-            compression="lzf",
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
         return cls(group)

@@ -102,12 +102,12 @@ def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
     :class:`UnsupportedFormatError` if a mapping is not chunk-aligned.
     """
     shape = tuple(dataset.shape)
-    if not dataset.is_virtual:
+    dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
+    if dcpl.get_layout() != h5d.VIRTUAL:
         raise UnsupportedFormatError(
             f"Expected {dataset.name!r} to be a virtual dataset over raw_data. "
-            f"Got a dataset with {dataset.id.get_create_plist().get_layout()=} instead."
+            f"Got a dataset with another storage layout instead."
         )
-    dcpl = dataset.id.get_create_plist()
     count = dcpl.get_virtual_count()
     ndim = len(shape)
     vstart = np.empty((count, ndim), dtype=np.int64)

@@ -26,6 +26,7 @@ import numpy as np
 __all__ = [
     "INDEX_NAME",
     "append_entry",
+    "entry_count",
     "has_index",
     "lookup",
     "read_index",
@@ -41,6 +42,11 @@ _UNIT = "datetime64[us]"
 
 def has_index(version_data: h5py.Group) -> bool:
     return INDEX_NAME in version_data
+
+
+def entry_count(version_data: h5py.Group) -> int:
+    """Number of versions the index lists."""
+    return int(version_data[INDEX_NAME][TIMESTAMPS].shape[0])
 
 
 def _as_int(ts: np.datetime64) -> int:
