@@ -76,6 +76,8 @@ class VersionedHDF5File:
 
     def close(self) -> None:
         """Forget every cache; the h5py file stays open (its owner closes it)."""
+        if self._state is not None:
+            self._state.drop_caches()
         self._state = None
 
     @property
@@ -152,9 +154,13 @@ class VersionedHDF5File:
         state = self._open_state
         if name in ("", layout.FIRST_VERSION):
             raise VersionNotFoundError(f"{name!r} is not a committed version.")
-        if name not in state.log:
-            raise VersionNotFoundError(f"Version {name!r} not found.")
-        return CommittedGroup(state, name, state.versions[name])
+        group = state.committed_objects.get((name, ""))
+        if group is None:
+            if name not in state.log:
+                raise VersionNotFoundError(f"Version {name!r} not found.")
+            group = CommittedGroup(state, name, state.versions[name])
+            state.committed_objects[(name, "")] = group
+        return group
 
     def get_version_by_timestamp(self, timestamp: Any, exact: bool = False) -> CommittedGroup:
         """The version committed at ``timestamp`` (or just before it unless ``exact``)."""

@@ -238,6 +238,31 @@ def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
 # -- per-file state ------------------------------------------------------------------
 
 
+class LRUCache(dict[tuple[str, str], Any]):
+    """A dict that forgets its least recently used entries beyond ``maxsize``."""
+
+    def __init__(self, maxsize: int):
+        super().__init__()
+        self.maxsize = maxsize
+
+    def get(self, key: tuple[str, str], default: Any = None) -> Any:
+        if key not in self:
+            return default
+        value = self.pop(key)
+        super().__setitem__(key, value)  # now the most recent
+        return value
+
+    def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+        self.pop(key, None)
+        super().__setitem__(key, value)
+        while len(self) > self.maxsize:
+            del self[next(iter(self))]
+
+
+#: Chunk maps (and committed views holding them) kept per open file.
+CACHED_CHUNK_MAPS = 256
+
+
 class FileState:
     """The open state of one versioned root (a file or any group)."""
 
@@ -271,7 +296,10 @@ class FileState:
             )
         self.log = VersionLog(self.versions, self.version_data)
         self._stores: dict[str, RawDataStore] = {}
-        self._chunk_maps: dict[tuple[str, str], ChunkMap] = {}
+        self._chunk_maps = LRUCache(CACHED_CHUNK_MAPS)
+        #: Read-only views of committed objects, keyed by (version, path); they
+        #: never change until versions are deleted or rewritten (see forget()).
+        self.committed_objects = LRUCache(CACHED_CHUNK_MAPS)
 
     @property
     def h5vc_layout(self) -> bool:
@@ -324,10 +352,15 @@ class FileState:
     def remember_chunk_map(self, version: str, path: str, chunk_map: ChunkMap) -> None:
         self._chunk_maps[(version, path.strip("/"))] = chunk_map
 
-    def forget(self) -> None:
-        """Drop every cache (after the file was rewritten underneath)."""
+    def drop_caches(self) -> None:
+        """Release every cached object (they hold HDF5 objects open)."""
         self._stores.clear()
         self._chunk_maps.clear()
+        self.committed_objects.clear()
+
+    def forget(self) -> None:
+        """Drop every cache (after the file was rewritten underneath)."""
+        self.drop_caches()
         self.log.reload()
 
 

@@ -89,3 +89,15 @@ def test_grid_shape_rounds_up() -> None:
     assert grid_shape((10, 11, 0), (5, 5, 3)) == (2, 3, 0)
     assert len(ChunkMap.empty((0,), (4,)).runs()) == 0
     assert isinstance(ChunkMap.empty((4,), (4,)).runs(), Runs)
+
+
+def test_lru_cache_keeps_the_most_recently_used() -> None:
+    from h5vc.versions import LRUCache
+
+    cache = LRUCache(2)
+    cache[("a", "")] = 1
+    cache[("b", "")] = 2
+    assert cache.get(("a", "")) == 1  # a is now the most recent
+    cache[("c", "")] = 3
+    assert set(cache) == {("a", ""), ("c", "")}
+    assert cache.get(("b", "")) is None

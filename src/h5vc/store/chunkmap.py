@@ -47,7 +47,7 @@ class Runs:
 class ChunkMap:
     """The ``raw_data`` slot of every chunk of one dataset in one version."""
 
-    __slots__ = ("chunks", "shape", "slots")
+    __slots__ = ("_run_ids", "chunks", "shape", "slots")
 
     def __init__(self, shape: tuple[int, ...], chunks: tuple[int, ...], slots: np.ndarray):
         expected = grid_shape(shape, chunks)
@@ -59,6 +59,7 @@ class ChunkMap:
         self.shape = tuple(shape)
         self.chunks = tuple(chunks)
         self.slots = slots
+        self._run_ids: np.ndarray | None = None
 
     @classmethod
     def empty(cls, shape: tuple[int, ...], chunks: tuple[int, ...]) -> ChunkMap:
@@ -124,7 +125,13 @@ class ChunkMap:
 
         Two chunks of one column (same coordinates past axis 0) are in the same run
         exactly when they have the same run id; run numbers follow :meth:`runs`.
+        Computed once (a chunk map does not change after it is built).
         """
+        if self._run_ids is None:
+            self._run_ids = self._compute_run_ids()
+        return self._run_ids
+
+    def _compute_run_ids(self) -> np.ndarray:
         ids = np.full(self.slots.shape, -1, dtype=np.int64)
         if self.slots.size == 0:
             return ids

@@ -300,8 +300,12 @@ def _reopen_committed(filename: str, root: str, version: str, path: str) -> Comm
     from h5vc.api import VersionedHDF5File
 
     file = h5py.File(filename, "r")
-    dataset = VersionedHDF5File(file[root])[version][path]
+    vf = VersionedHDF5File(file[root])
+    dataset = vf[version][path]
     assert isinstance(dataset, CommittedDataset)
+    # The dataset keeps the file open by itself; drop the private caches so that
+    # nothing else does once the dataset is gone.
+    vf.close()
     return dataset
 
 

@@ -143,6 +143,14 @@ class CommittedGroup(_GroupBase):
         return list(self._group.keys())
 
     def _child(self, name: str) -> CommittedGroup | CommittedDataset:
+        key = (self._version, _join(self._path, name))
+        cached = self._state.committed_objects.get(key)
+        if cached is None:
+            cached = self._open_child(name)
+            self._state.committed_objects[key] = cached
+        return cached
+
+    def _open_child(self, name: str) -> CommittedGroup | CommittedDataset:
         try:
             obj = self._group[name]
         except KeyError:
