@@ -13,13 +13,13 @@ element (see :func:`_object_bytes`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-__all__ = ["chunk_hash", "hash_chunks", "fill_chunk_hash"]
+__all__ = ["chunk_hash", "fill_chunk_hash", "hash_chunks", "hash_in_batches"]
 
 #: Above this many bytes, chunks are hashed on two threads (hashlib releases the
 #: GIL while hashing, so this uses both cores of a small machine).
@@ -49,21 +49,50 @@ def chunk_hash(chunk: np.ndarray) -> bytes:
 
 
 def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
+    """Hashes of ``chunks`` on the calling thread."""
     return [chunk_hash(chunk) for chunk in chunks]
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="h5vc-hash")
+    return _POOL
 
 
 def hash_chunks(chunks: Sequence[np.ndarray]) -> list[bytes]:
     """:func:`chunk_hash` of every chunk, on two threads when there is much data."""
-    global _POOL
     total = sum(chunk.nbytes for chunk in chunks)
     if total < PARALLEL_HASH_BYTES or len(chunks) < 2 or chunks[0].dtype.kind == "O":
         return _hash_all(chunks)
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="h5vc-hash")
     half = len(chunks) // 2
-    first = _POOL.submit(_hash_all, chunks[:half])
+    first = _pool().submit(_hash_all, chunks[:half])
     second = _hash_all(chunks[half:])
     return first.result() + second
+
+
+def hash_in_batches(
+    chunks: Sequence[np.ndarray], batch_bytes: int = PARALLEL_HASH_BYTES
+) -> Iterator[tuple[Sequence[np.ndarray], list[bytes]]]:
+    """Yield ``(batch, digests)``; the next batch is hashed while the caller works.
+
+    The caller's work on a batch (typically writing it to HDF5) overlaps with the
+    hashing of the next one on a background thread.
+    """
+    if not chunks:
+        return
+    per_chunk = max(1, chunks[0].nbytes)
+    size = max(1, batch_bytes // per_chunk)
+    if len(chunks) <= size or chunks[0].dtype.kind == "O":
+        yield chunks, _hash_all(chunks)
+        return
+    bounds = [*range(0, len(chunks), size), len(chunks)]
+    future = _pool().submit(_hash_all, chunks[bounds[0] : bounds[1]])
+    for start, stop, after in zip(bounds, bounds[1:], [*bounds[2:], None]):
+        digests = future.result()
+        if after is not None:
+            future = _pool().submit(_hash_all, chunks[stop:after])
+        yield chunks[start:stop], digests
 
 
 def fill_chunk_hash(shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any) -> bytes:

@@ -66,3 +66,16 @@ def test_chunk_hash_follows_the_format_rule() -> None:
 def test_parallel_hashing_gives_the_serial_digests() -> None:
     chunks = [np.random.default_rng(i).random(128 * 1024) for i in range(10)]  # 10 MiB
     assert hash_chunks(chunks) == [chunk_hash(c) for c in chunks]
+
+
+@pytest.mark.parametrize("order", ["in order", "reversed", "with a gap"])
+def test_chunks_of_one_buffer_are_written_in_the_order_given(store, order: str) -> None:
+    buffer = np.arange(40.0) + 1  # 10 full chunks of 4, back to back in memory
+    chunks = [buffer[4 * i : 4 * (i + 1)] for i in range(10)]
+    if order == "reversed":
+        chunks = chunks[::-1]
+    elif order == "with a gap":
+        del chunks[3]
+    slots = store.store_chunks(chunks, fillvalue=0.0)
+    assert slots.tolist() == list(range(len(chunks)))
+    np.testing.assert_array_equal(store.raw_data[...], np.concatenate(chunks))

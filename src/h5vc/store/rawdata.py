@@ -19,7 +19,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import MetadataMismatchError
-from h5vc.hashing import fill_chunk_hash, hash_chunks
+from h5vc.hashing import fill_chunk_hash, hash_in_batches
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -145,25 +145,79 @@ class RawDataStore:
         across everything stored before.  With ``skip_fill``, chunks whose bytes are
         exactly those of the fill value are not stored at all: their digest is
         compared with the digest of a fill chunk of the same shape.
+
+        Large writes go in batches: while one batch is deduplicated and written,
+        the next is hashed on another thread.  Hash-table rows, then the row
+        count, are written after all the chunks.
         """
         slots = np.empty(len(chunks), dtype=np.int64)
-        digests = hash_chunks(chunks)
-        index = self.index
-        pending: dict[bytes, int] = {}
-        fill_digests: dict[tuple[int, ...], bytes] = {}
-        fill = _fill_scalar(self.raw_data.dtype, fillvalue)
-        new_chunks: list[np.ndarray] = []
         new_digests: list[bytes] = []
-        next_slot = self.n_slots
-        for i, (chunk, digest) in enumerate(zip(chunks, digests)):
-            if skip_fill:
-                fill_digest = fill_digests.get(chunk.shape)
-                if fill_digest is None:
-                    fill_digest = fill_chunk_hash(chunk.shape, chunk.dtype, fill)
-                    fill_digests[chunk.shape] = fill_digest
-                if digest == fill_digest:
-                    slots[i] = -1
-                    continue
+        new_rows: list[int] = []
+        writer = _BatchWriter(self, _fill_scalar(self.raw_data.dtype, fillvalue), skip_fill)
+        offset = 0
+        for batch, digests in hash_in_batches(chunks):
+            writer.place(batch, digests, slots[offset : offset + len(batch)])
+            offset += len(batch)
+        new_digests, new_rows = writer.new_digests, writer.new_rows
+        if new_digests:
+            self._write_rows(new_digests, new_rows)
+            self.index.update(writer.pending)
+        return slots
+
+    def _write_chunks(self, chunks: list[np.ndarray], fill: Any) -> int:
+        """Append chunks to raw_data in one write; return the first new slot."""
+        c0 = self.chunks[0]
+        first = self.n_slots
+        buffer = _stack_chunks(chunks, self.chunks, self.raw_data.dtype, fill)
+        self.raw_data.resize((first + len(chunks)) * c0, axis=0)
+        self.raw_data[first * c0 :] = buffer
+        return first
+
+    def _write_rows(self, digests: list[bytes], rows_used: list[int]) -> None:
+        """Append hash-table rows for newly stored chunks, then the row count."""
+        c0 = self.chunks[0]
+        n_new = len(digests)
+        first = self.n_slots - n_new
+        rows = np.zeros(n_new, dtype=HASH_TABLE_DTYPE)
+        rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
+        starts = (first + np.arange(n_new, dtype=np.int64)) * c0
+        rows["shape"][:, 0] = starts
+        rows["shape"][:, 1] = starts + np.asarray(rows_used, dtype=np.int64)
+        n_rows = self._n_rows
+        self.hash_table.resize((n_rows + n_new,))
+        self.hash_table[n_rows:] = rows
+        # Written last: readers trust rows up to this count only.
+        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + n_new)
+        self._n_rows = n_rows + n_new
+
+
+class _BatchWriter:
+    """Deduplicates batches of hashed chunks and appends the new ones to raw_data."""
+
+    def __init__(self, store: RawDataStore, fill: Any, skip_fill: bool):
+        self.store = store
+        self.fill = fill
+        self.skip_fill = skip_fill
+        self.pending: dict[bytes, int] = {}
+        self.fill_digests: dict[tuple[int, ...], bytes] = {}
+        self.new_digests: list[bytes] = []
+        self.new_rows: list[int] = []
+
+    def _is_fill(self, chunk: np.ndarray, digest: bytes) -> bool:
+        fill_digest = self.fill_digests.get(chunk.shape)
+        if fill_digest is None:
+            fill_digest = fill_chunk_hash(chunk.shape, chunk.dtype, self.fill)
+            self.fill_digests[chunk.shape] = fill_digest
+        return digest == fill_digest
+
+    def place(self, batch: Sequence[np.ndarray], digests: list[bytes], slots: np.ndarray) -> None:
+        index, pending = self.store.index, self.pending
+        next_slot = self.store.n_slots
+        new_chunks: list[np.ndarray] = []
+        for i, (chunk, digest) in enumerate(zip(batch, digests)):
+            if self.skip_fill and self._is_fill(chunk, digest):
+                slots[i] = -1
+                continue
             slot = index.get(digest)
             if slot is None:
                 slot = pending.get(digest)
@@ -172,36 +226,45 @@ class RawDataStore:
                 next_slot += 1
                 pending[digest] = slot
                 new_chunks.append(chunk)
-                new_digests.append(digest)
+                self.new_digests.append(digest)
+                self.new_rows.append(chunk.shape[0])
             slots[i] = slot
         if new_chunks:
-            self._append(new_chunks, new_digests, fill)
-            index.update(pending)
-        return slots
-
-    def _append(self, chunks: list[np.ndarray], digests: list[bytes], fillvalue: Any) -> None:
-        c0 = self.chunks[0]
-        first = self.n_slots
-        buffer = _stack_chunks(chunks, self.chunks, self.raw_data.dtype, fillvalue)
-        self.raw_data.resize((first + len(chunks)) * c0, axis=0)
-        self.raw_data[first * c0 :] = buffer
-        rows = np.zeros(len(chunks), dtype=HASH_TABLE_DTYPE)
-        rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
-        starts = (first + np.arange(len(chunks), dtype=np.int64)) * c0
-        rows["shape"][:, 0] = starts
-        rows["shape"][:, 1] = starts + np.fromiter((c.shape[0] for c in chunks), np.int64)
-        n_rows = self._n_rows
-        self.hash_table.resize((n_rows + len(chunks),))
-        self.hash_table[n_rows:] = rows
-        # Written last: readers trust rows up to this count only.
-        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + len(chunks))
-        self._n_rows = n_rows + len(chunks)
+            self.store._write_chunks(new_chunks, self.fill)
 
 
 def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
     if fillvalue is not None:
         return fillvalue
     return b"" if dtype.kind == "O" else np.zeros((), dtype=dtype)[()]
+
+
+def _consecutive_view(
+    chunks: list[np.ndarray], chunk_shape: tuple[int, ...], dtype: np.dtype
+) -> np.ndarray | None:
+    """The chunks as one array without copying, if they already lie back to back.
+
+    That is the case for a dataset created from an array: its chunks are
+    consecutive full chunks of one staged slab.  None otherwise.
+    """
+    base = chunks[0].base
+    if (
+        base is None
+        or base.dtype != dtype
+        or not base.flags.c_contiguous
+        or any(c.base is not base or c.shape != chunk_shape for c in chunks)
+        or not all(c.flags.c_contiguous for c in chunks)
+    ):
+        return None
+    nbytes = chunks[0].nbytes
+    pointers = [c.ctypes.data for c in chunks]
+    first = pointers[0]
+    if any(p != first + i * nbytes for i, p in enumerate(pointers)):
+        return None
+    start = (first - base.ctypes.data) // dtype.itemsize
+    flat = base.reshape(-1)
+    size = len(chunks) * chunks[0].size
+    return flat[start : start + size].reshape((len(chunks) * chunk_shape[0], *chunk_shape[1:]))
 
 
 def _stack_chunks(
@@ -211,6 +274,9 @@ def _stack_chunks(
     c0 = chunk_shape[0]
     if len(chunks) == 1 and chunks[0].shape == chunk_shape:
         return np.asarray(chunks[0], dtype=dtype)
+    view = _consecutive_view(chunks, chunk_shape, dtype)
+    if view is not None:
+        return view
     buffer = np.empty((len(chunks) * c0, *tuple(chunk_shape[1:])), dtype=dtype)
     full = [chunk.shape == chunk_shape for chunk in chunks]
     i = 0
