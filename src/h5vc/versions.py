@@ -480,12 +480,11 @@ def commit_version(
 def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:
     for key, value in spec.attrs.items():
         group.attrs[key] = value
+    links = group.id.links
     for child_name, child in spec.children.items():
         if isinstance(child, Link):
             if state.h5vc_layout:  # a hard link: no copy, one call
-                group.id.links.create_hard(
-                    child_name.encode(), child.parent.id, child.name.encode()
-                )
+                links.create_hard(child_name.encode(), child.parent.id, child.name.encode())
             else:
                 _copy_object(state, version, group, child_name, child.parent[child.name])
         elif isinstance(child, GroupCommit):
