@@ -21,15 +21,15 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from _common import (
-    best_of,
-    read_plain,
-    read_version,
     Metrics,
     Stopwatch,
+    best_of,
     check_equal,
     commit_summary,
     file_bytes,
     main,
+    read_plain,
+    read_version,
     require_library,
     timed,
     versioned_file,
