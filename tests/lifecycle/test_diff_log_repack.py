@@ -69,6 +69,18 @@ def test_diff_reports_every_kind_of_change(vfile) -> None:
     assert not diff(vfile, "v1", "v1")
 
 
+def test_diff_sees_group_attributes_named_like_dataset_bookkeeping(vfile) -> None:
+    # "chunks" and "raw_data" are reserved on datasets only; on a group they are user data.
+    with vfile.stage_version("a") as g:
+        g.create_group("grp").attrs["chunks"] = 1
+        g.create_dataset("x", data=np.arange(4), chunks=(2,))
+    with vfile.stage_version("b") as g:
+        g["grp"].attrs["chunks"] = 2
+    changes = vfile.diff("a", "b")
+    assert changes.attrs_changed == (("grp", "chunks"),)
+    assert not changes.datasets_changed
+
+
 def test_diff_reports_shape_changes(vfile) -> None:
     with vfile.stage_version("v0") as group:
         group.create_dataset("x", data=np.arange(25), chunks=(10,))

@@ -23,8 +23,9 @@ from h5vc.api import VersionedHDF5File
 from h5vc.errors import VersionNotFoundError
 from h5vc.lifecycle._tree import DatasetNotFoundError, address, as_versioned
 from h5vc.store import layout
+from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.versions import FileState
+from h5vc.versions import FileState, dataset_chunks
 
 __all__ = ["DatasetChange", "VersionDiff", "diff", "get_diff"]
 
@@ -147,10 +148,11 @@ def diff(f: VersionedHDF5File | h5py.Group, version1: str, version2: str) -> Ver
     return collector.result()
 
 
-def _compare_attrs(collector: _Collector, attrs1: Any, attrs2: Any, path: str) -> None:
-    hidden = layout.VERSION_ATTRS if path == "" else layout.DATASET_ATTRS
-    keys1 = {k for k in attrs1 if k not in hidden}
-    keys2 = {k for k in attrs2 if k not in hidden}
+def _compare_attrs(
+    collector: _Collector, attrs1: dict[str, Any], attrs2: dict[str, Any], path: str
+) -> None:
+    """Record attributes added, removed or changed between two user-attribute dicts."""
+    keys1, keys2 = set(attrs1), set(attrs2)
     for key in sorted(keys2 - keys1):
         collector.add("attrs_added", (path, key))
     for key in sorted(keys1 - keys2):
@@ -173,9 +175,9 @@ def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path:
     if path and address(g1) == address(g2):
         return  # one shared object: nothing below it differs
     hidden = layout.VERSION_ATTRS if path == "" else frozenset()
-    attrs1 = {k: g1.attrs[k] for k in g1.attrs if k not in hidden}
-    attrs2 = {k: g2.attrs[k] for k in g2.attrs if k not in hidden}
-    _compare_attrs(collector, attrs1, attrs2, path)
+    _compare_attrs(
+        collector, read_attributes(g1.attrs, hidden), read_attributes(g2.attrs, hidden), path
+    )
     names1, names2 = set(g1), set(g2)
     for name in sorted(names1 | names2):
         child = _join(path, name)
@@ -190,7 +192,13 @@ def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path:
         elif kind1 == "groups":
             _compare_groups(collector, obj1, obj2, child)
         elif obj1 is not None and obj2 is not None and address(obj1) != address(obj2):
-            _compare_attrs(collector, obj1.attrs, obj2.attrs, child)
+            hidden = layout.DATASET_ATTRS
+            _compare_attrs(
+                collector,
+                read_attributes(obj1.attrs, hidden),
+                read_attributes(obj2.attrs, hidden),
+                child,
+            )
             change = _compare_dataset(collector, child, obj1, obj2)
             if change is not None:
                 collector.add("datasets_changed", change)
@@ -283,7 +291,7 @@ def get_diff(
     maps = [
         state.chunk_map(v, path, d)
         if d is not None
-        else ChunkMap.empty((0,) * present.ndim, _chunks_of(present))
+        else ChunkMap.empty((0,) * present.ndim, dataset_chunks(present))
         for v, d in zip(versions, datasets)
     ]
     views = [vf[v][path] if d is not None else None for v, d in zip(versions, datasets)]
@@ -306,7 +314,3 @@ def get_diff(
 def _dataset_or_none(group: h5py.Group, path: str) -> h5py.Dataset | None:
     obj = group.get(path)
     return obj if isinstance(obj, h5py.Dataset) else None
-
-
-def _chunks_of(dataset: h5py.Dataset) -> tuple[int, ...]:
-    return tuple(int(c) for c in np.atleast_1d(dataset.attrs[layout.ATTR_CHUNKS]))
