@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["chunk_hash", "fill_chunk_hash", "hash_chunks", "hash_in_batches"]
+__all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches"]
 
-#: Above this many bytes, chunks are hashed on two threads (hashlib releases the
-#: GIL while hashing, so this uses both cores of a small machine).
-PARALLEL_HASH_BYTES = 8 * 1024 * 1024
+#: Bytes per batch of :func:`hash_in_batches`: smaller writes are hashed inline;
+#: larger ones hash the next batch on a background thread (hashlib releases the
+#: GIL while hashing) while the caller writes the current one.
+HASH_BATCH_BYTES = 8 * 1024 * 1024
 _POOL: ThreadPoolExecutor | None = None
 
 
@@ -56,23 +57,12 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="h5vc-hash")
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="h5vc-hash")
     return _POOL
 
 
-def hash_chunks(chunks: Sequence[np.ndarray]) -> list[bytes]:
-    """:func:`chunk_hash` of every chunk, on two threads when there is much data."""
-    total = sum(chunk.nbytes for chunk in chunks)
-    if total < PARALLEL_HASH_BYTES or len(chunks) < 2 or chunks[0].dtype.kind == "O":
-        return _hash_all(chunks)
-    half = len(chunks) // 2
-    first = _pool().submit(_hash_all, chunks[:half])
-    second = _hash_all(chunks[half:])
-    return first.result() + second
-
-
 def hash_in_batches(
-    chunks: Sequence[np.ndarray], batch_bytes: int = PARALLEL_HASH_BYTES
+    chunks: Sequence[np.ndarray], batch_bytes: int = HASH_BATCH_BYTES
 ) -> Iterator[tuple[Sequence[np.ndarray], list[bytes]]]:
     """Yield ``(batch, digests)``; the next batch is hashed while the caller works.
 

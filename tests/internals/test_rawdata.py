@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from h5vc.errors import MetadataMismatchError
-from h5vc.hashing import chunk_hash, hash_chunks
+from h5vc.hashing import chunk_hash, hash_in_batches
 from h5vc.store.layout import ATTR_LARGEST_INDEX
 from h5vc.store.rawdata import RawDataStore
 
@@ -65,7 +65,10 @@ def test_chunk_hash_follows_the_format_rule() -> None:
 
 def test_parallel_hashing_gives_the_serial_digests() -> None:
     chunks = [np.random.default_rng(i).random(128 * 1024) for i in range(10)]  # 10 MiB
-    assert hash_chunks(chunks) == [chunk_hash(c) for c in chunks]
+    batches = list(hash_in_batches(chunks, batch_bytes=3 * chunks[0].nbytes))
+    assert [len(batch) for batch, _ in batches] == [3, 3, 3, 1]
+    digests = [digest for _, batch_digests in batches for digest in batch_digests]
+    assert digests == [chunk_hash(c) for c in chunks]
 
 
 @pytest.mark.parametrize("order", ["in order", "reversed", "with a gap"])
