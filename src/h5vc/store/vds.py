@@ -90,9 +90,8 @@ def _add_mappings(
 
 def mapping_count(dataset: h5py.Dataset) -> int:
     """Number of virtual mappings of ``dataset`` (0 for a non-virtual dataset)."""
-    if not dataset.is_virtual:
-        return 0
-    return dataset.id.get_create_plist().get_virtual_count()
+    dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
+    return dcpl.get_virtual_count() if dcpl.get_layout() == h5d.VIRTUAL else 0
 
 
 def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
