@@ -118,6 +118,11 @@ def name_and_index(draw):
 @example(("three", (np.newaxis, 1, Ellipsis, slice(1, None, 2))))
 @example(("empty", (slice(None), 1)))
 @example(("one", np.array([True] * 12)))
+# An ellipsis standing for no axis still separates the array from the integer, so the
+# broadcast dimension goes first.
+@example(("empty", (None, np.array([], dtype=np.int64), Ellipsis, 0)))
+@example(("two", (None, [4, 1], Ellipsis, 0)))
+@example(("three", ([1, 0], Ellipsis, 2)))
 def test_getitem_like_numpy(store: VersionedHDF5File, case) -> None:
     name, index = case
     expected = outcome(lambda: expected_array(name)[index])

@@ -83,7 +83,11 @@ def parse_index(index: Any, shape: tuple[int, ...]) -> ParsedIndex:
     except (IndexError, TypeError, ValueError) as error:
         _raise_numpy_error(index, shape, error)
         raise  # unreachable: _raise_numpy_error always raises
-    if parsed.post_index is not None and _has_ellipsis(index):
+    if (
+        parsed.post_index is not None
+        and _has_ellipsis(index)
+        and not any(item is Ellipsis for item in parsed.post_index)
+    ):
         # numpy returns a 0-d array, not a scalar, when the index holds an ellipsis
         parsed = ParsedIndex(parsed.axes, (*parsed.post_index, Ellipsis), parsed.has_arrays)
     return parsed
@@ -180,6 +184,10 @@ def _n_axes_indexed(item: Any) -> int:
     return 1
 
 
+#: A full slice that an ellipsis of the index stands for.
+_ELLIPSIS_SLICE = slice(None)
+
+
 def _expand_ellipsis(items: list[Any], shape: tuple[int, ...]) -> list[Any]:
     """Replace the ellipsis (or pad the end) with full slices."""
     n_indexed = sum(_n_axes_indexed(item) for item in items)
@@ -188,8 +196,12 @@ def _expand_ellipsis(items: list[Any], shape: tuple[int, ...]) -> list[Any]:
     ellipses = [at for at, item in enumerate(items) if item is Ellipsis]
     if len(ellipses) > 1:
         raise IndexError("more than one ellipsis")
-    at = ellipses[0] if ellipses else len(items)
-    return [*items[:at], *[slice(None)] * (len(shape) - n_indexed), *items[at + 1 :]]
+    if not ellipses:
+        return [*items, *[slice(None)] * (len(shape) - n_indexed)]
+    # The ellipsis stays (numpy places broadcast array dimensions by it, even when it
+    # stands for no axis), followed by the full slices it stands for.
+    at = ellipses[0] + 1
+    return [*items[:at], *[_ELLIPSIS_SLICE] * (len(shape) - n_indexed), *items[at:]]
 
 
 def _expand_masks(items: list[Any], shape: tuple[int, ...]) -> list[Any]:
@@ -217,11 +229,13 @@ def _parse_general(index: Any, shape: tuple[int, ...]) -> ParsedIndex:
     axes: list[AxisSelection] = []
     post: list[Any] = []
     for item in items:
-        if item is None or isinstance(item, np.bool_):
+        if item is None or item is Ellipsis or isinstance(item, np.bool_):
             post.append(item)
             continue
         size = shape[len(axes)]
-        if isinstance(item, slice):
+        if item is _ELLIPSIS_SLICE:  # covered by the ellipsis in ``post``
+            axes.append(SliceSelection(0, 1, size))
+        elif isinstance(item, slice):
             selection, axis_post = _slice_selection(item, size)
             axes.append(selection)
             post.append(axis_post)
