@@ -162,3 +162,45 @@ def test_records_are_frozen_dataclasses() -> None:
 def test_encode_record_rejects_other_objects() -> None:
     with pytest.raises(RecordFormatError, match="Got str instead"):
         encode_record("00:2HvGf9$0 0*10")  # type: ignore[arg-type]
+
+
+_UIDS = ["ab", "X9", "", "a:b", "a b", "\u0661"]
+_CHECKSUMS = ["0123456789abcdef", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0"]
+_NUMBERS = ["0", "7", "10", "00", "-1", "+1", "1_0", "\u0661", ""]
+_SHAPES = ["", "3 4", "0", "3 0 4", "3  4", "3 4 ", " 3", "03", "3\n"]
+
+
+def _record_text(code: str, uid: str, checksum: str, numbers: list[str], shape: str) -> str:
+    dataset, index = numbers
+    if code == "00":
+        return f"00:{uid}${dataset} {index}*{shape}"
+    return f"{code}:{uid}:{checksum}:{dataset}:{index}:{shape}"
+
+
+# Mostly near-valid record strings: each field valid or broken in one of several ways.
+record_like_text = st.builds(
+    _record_text,
+    st.sampled_from(["00", "01", "02"]),
+    st.sampled_from(_UIDS),
+    st.sampled_from(_CHECKSUMS),
+    st.lists(st.sampled_from(_NUMBERS), min_size=2, max_size=2),
+    st.sampled_from(_SHAPES),
+)
+
+
+@given(record_like_text)
+@example("01:ab:0123456789abcdef:0:7:3 4")
+@example("00:ab$10 7*3 0 4")
+def test_decoded_records_pass_the_field_checks(text: str) -> None:
+    # Decoding skips the constructor's field checks; every record it returns must pass
+    # them, and every string it rejects must raise RecordFormatError quoting it.
+    try:
+        record = decode_record(text)
+    except RecordFormatError as err:
+        assert repr(text) in str(err)
+        return
+    fields = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.init}
+    rebuilt = type(record)(**fields)
+    assert rebuilt == record and hash(rebuilt) == hash(record)
+    assert record.format_code == text[:2]
+    assert encode_record(record) == text

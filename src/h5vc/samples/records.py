@@ -13,6 +13,7 @@ shape. Numbers are written in canonical decimal (no sign, no leading zeros), so 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -55,10 +56,6 @@ _EXPECTED = {
     "00": "'00:<uid>$<dataset> <index>*<shape>'",
     "01": "'01:<uid>:<xxh64 hex>:<dataset>:<index>:<shape>'",
 }
-
-
-def _parse_shape(text: str) -> tuple[int, ...]:
-    return tuple(int(dim) for dim in text.split(SEP_LST)) if text else ()
 
 
 def _format_shape(shape: tuple[int, ...]) -> str:
@@ -115,17 +112,7 @@ class Record00:
     @classmethod
     def decode(cls, text: str) -> Record00:
         """Parse a ``00`` record string; raise RecordFormatError quoting it if malformed."""
-        match = _RECORD_00.fullmatch(text) if isinstance(text, str) else None
-        if match is None:
-            raise RecordFormatError(
-                f"Expected a record like {_EXPECTED['00']}. Got {text!r} instead."
-            )
-        return cls(
-            uid=match["uid"],
-            dataset=match["dataset"],
-            index=int(match["index"]),
-            shape=_parse_shape(match["shape"]),
-        )
+        return _decode_00(text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,23 +147,53 @@ class Record01:
     @classmethod
     def decode(cls, text: str) -> Record01:
         """Parse a ``01`` record string; raise RecordFormatError quoting it if malformed."""
-        match = _RECORD_01.fullmatch(text) if isinstance(text, str) else None
-        if match is None:
-            raise RecordFormatError(
-                f"Expected a record like {_EXPECTED['01']}. Got {text!r} instead."
-            )
-        return cls(
-            uid=match["uid"],
-            checksum=match["checksum"],
-            dataset=match["dataset"],
-            index=int(match["index"]),
-            shape=_parse_shape(match["shape"]),
-        )
+        return _decode_01(text)
 
 
 SampleRecord = Record00 | Record01
 
-_DECODERS: dict[str, type[Record00] | type[Record01]] = {"00": Record00, "01": Record01}
+# Decoding builds records without running ``__post_init__``: the record pattern accepts
+# exactly the strings whose fields pass ``_check_fields`` (the same sub-patterns for uid,
+# dataset and checksum; index and shape dimensions are canonical decimals, hence ints >= 0),
+# so checking the fields again would only repeat the pattern match.
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _malformed(code: str, text: object) -> RecordFormatError:
+    return RecordFormatError(f"Expected a record like {_EXPECTED[code]}. Got {text!r} instead.")
+
+
+def _decode_00(text: str) -> Record00:
+    match = _RECORD_00.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise _malformed("00", text)
+    uid, dataset, index, shape = match.groups()
+    record = _new(Record00)
+    _set(record, "uid", uid)
+    _set(record, "dataset", dataset)
+    _set(record, "index", int(index))
+    _set(record, "shape", tuple(map(int, shape.split(SEP_LST))) if shape else ())
+    _set(record, "format_code", "00")
+    return record
+
+
+def _decode_01(text: str) -> Record01:
+    match = _RECORD_01.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise _malformed("01", text)
+    uid, checksum, dataset, index, shape = match.groups()
+    record = _new(Record01)
+    _set(record, "uid", uid)
+    _set(record, "checksum", checksum)
+    _set(record, "dataset", dataset)
+    _set(record, "index", int(index))
+    _set(record, "shape", tuple(map(int, shape.split(SEP_LST))) if shape else ())
+    _set(record, "format_code", "01")
+    return record
+
+
+_DECODERS: dict[str, Callable[[str], SampleRecord]] = {"00": _decode_00, "01": _decode_01}
 
 
 def encode_record(record: SampleRecord) -> str:
@@ -196,4 +213,4 @@ def decode_record(text: str) -> SampleRecord:
             f"Expected a record starting with a format code in {sorted(_DECODERS)}, like "
             f"{_EXPECTED['00']} or {_EXPECTED['01']}. Got {text!r} instead."
         )
-    return decoder.decode(text)
+    return decoder(text)
