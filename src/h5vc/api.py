@@ -12,8 +12,6 @@ import numpy as np
 
 from h5vc.errors import (
     AncestorNotFoundError,
-    ReadOnlyError,
-    UnsupportedFormatError,
     VersionNotFoundError,
 )
 from h5vc.store import layout
@@ -174,17 +172,7 @@ class VersionedHDF5File:
     # -- writing ------------------------------------------------------------------
 
     def _check_writable(self, action: str) -> None:
-        state = self._open_state
-        if not state.writable:
-            raise ReadOnlyError(
-                f"Cannot {action}: {self._file.file.filename!r} is open read-only. "
-                f"Open it with mode 'r+' or 'a'."
-            )
-        if state.data_version not in layout.WRITABLE_DATA_VERSIONS:
-            raise UnsupportedFormatError(
-                f"Cannot {action}: {self._file.file.filename!r} uses the old layout "
-                f"data_version {state.data_version}, which is read-only here."
-            )
+        self._open_state.check_writable(action)
 
     @contextlib.contextmanager
     def stage_version(

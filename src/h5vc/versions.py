@@ -25,6 +25,7 @@ import numpy as np
 from h5vc.errors import (
     InvalidTimestampError,
     NotVersionedError,
+    ReadOnlyError,
     UnsupportedFormatError,
     VersionExistsError,
     VersionNotFoundError,
@@ -304,7 +305,27 @@ class FileState:
     @property
     def h5vc_layout(self) -> bool:
         """True for h5vc's own layout (merged runs, hard links, unmapped fill)."""
-        return self.data_version == layout.DATA_VERSION_H5VC
+        return self.data_version in layout.H5VC_DATA_VERSIONS
+
+    def check_writable(self, action: str) -> None:
+        """Raise unless ``action`` may change the file."""
+        filename = self.root.file.filename
+        if not self.writable:
+            raise ReadOnlyError(
+                f"Cannot {action}: {filename!r} is open read-only. Open it with mode 'r+' or 'a'."
+            )
+        if self.data_version not in layout.WRITABLE_DATA_VERSIONS:
+            raise UnsupportedFormatError(
+                f"Cannot {action}: {filename!r} uses the old layout data_version "
+                f"{self.data_version}, which is read-only here."
+            )
+
+    def upgrade_layout(self) -> None:
+        """Bring an older h5vc layout up to date before writing: what is written next
+        may use features of the current one."""
+        if self.data_version == layout.DATA_VERSION_H5VC_RUNS:
+            self.versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+            self.data_version = layout.DATA_VERSION_H5VC
 
     @property
     def current_version(self) -> str:
@@ -453,6 +474,7 @@ def commit_version(
 ) -> VersionInfo:
     """Write ``root`` as the new version ``name``; all or nothing."""
     ts = _now() if timestamp is None else timestamp
+    state.upgrade_layout()
     group = state.versions.create_group(name)
     try:
         _write_group(state, name, group, root)

@@ -220,7 +220,7 @@ def h5vc_native(tmp_path: Path) -> str:
             g.create_dataset("x", data=np.arange(100, dtype="f8"), chunks=(10,))
         with vf.stage_version("v2") as g:
             g["x"][5] = -5.0
-        assert vf.data_version == 1000
+        assert vf.data_version == 1001
     return path
 
 

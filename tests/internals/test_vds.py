@@ -5,10 +5,12 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from h5vc.errors import UnsupportedFormatError
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.vds import create_virtual_dataset, mapping_count, read_chunk_map
+from h5vc.store.vds import create_virtual_dataset, group_runs, mapping_count, read_chunk_map
 
 
 @pytest.fixture
@@ -37,7 +39,8 @@ def test_virtual_dataset_reads_chunks_from_their_slots(raw, merge: bool) -> None
         block = expected[i * 4 : (i + 1) * 4, j * 3 : (j + 1) * 3]
         block[...] = source[slot * 4 : slot * 4 + block.shape[0], : block.shape[1]]
     np.testing.assert_array_equal(dset[...], expected)
-    assert mapping_count(dset) == (3 if merge else 5)  # column 0 is one run when merged
+    # Merged: column 0 is one run; column 1 holds two runs (slots 3, 5) in one mapping.
+    assert mapping_count(dset) == (2 if merge else 5)
     assert read_chunk_map(dset, (4, 3)) == chunk_map
 
 
@@ -55,3 +58,121 @@ def test_unaligned_mapping_is_refused(raw) -> None:
     dset = f.create_virtual_dataset("odd", layout)
     with pytest.raises(UnsupportedFormatError, match="aligned to its chunks"):
         read_chunk_map(dset, (4, 3))
+
+
+# -- several runs per mapping -----------------------------------------------------------
+
+
+def _expected(chunk_map: ChunkMap, source: np.ndarray, fill: int) -> np.ndarray:
+    """What the virtual dataset of ``chunk_map`` over ``source`` reads as, chunk by chunk."""
+    expected = np.full(chunk_map.shape, fill, dtype=source.dtype)
+    c0 = chunk_map.chunks[0]
+    for coords, slot in np.ndenumerate(chunk_map.slots):
+        if slot < 0:
+            continue
+        region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, chunk_map.chunks))
+        block = expected[region]
+        rest = tuple(slice(0, n) for n in block.shape[1:])
+        block[...] = source[(slice(slot * c0, slot * c0 + block.shape[0]), *rest)]
+    return expected
+
+
+@st.composite
+def chunk_maps(draw):
+    """A chunk map (1-d or 2-d) of a version after random edits: an initial run of
+    slots, then edits that each move a few chunks to new slots, some left as fill."""
+    ndim = draw(st.integers(1, 2))
+    chunks = tuple(draw(st.integers(1, 3)) for _ in range(ndim))
+    grid = tuple(draw(st.integers(1, 12)) for _ in range(ndim))
+    shape = tuple(g * c - draw(st.integers(0, c - 1)) for g, c in zip(grid, chunks))
+    slots = np.arange(int(np.prod(grid)), dtype=np.int64).reshape(grid)
+    if ndim == 2:  # first written column by column, as a staged write lays chunks out
+        slots = slots.reshape(grid[::-1]).T.copy()
+    next_slot = slots.size
+    for _ in range(draw(st.integers(0, 30))):
+        flat = draw(st.integers(0, slots.size - 1))
+        width = draw(st.integers(1, 3))
+        for position in range(flat, min(flat + width, slots.size)):
+            coords = np.unravel_index(position, grid)
+            if draw(st.integers(0, 9)) == 0:
+                slots[coords] = -1
+            else:
+                slots[coords] = next_slot
+                next_slot += 1
+    if draw(st.booleans()) and slots.size > 1:  # a chunk shared by two places (dedup)
+        slots.flat[-1] = slots.flat[0]
+    return ChunkMap(shape, chunks, slots), next_slot
+
+
+@settings(max_examples=150, deadline=None)
+@given(chunk_maps(), st.sampled_from([1, 2, 16]), st.sampled_from([1, 8, 10**6]))
+def test_grouped_mappings_read_back_exactly(tmp_path_factory, case, max_runs, max_elements):
+    chunk_map, n_slots = case
+    path = tmp_path_factory.mktemp("vds") / "grouped.h5"
+    with h5py.File(path, "w") as f:
+        chunks = chunk_map.chunks
+        raw_data = f.create_dataset(
+            "raw",
+            shape=(n_slots * chunks[0], *chunks[1:]),
+            maxshape=(None, *chunks[1:]),
+            chunks=chunks,
+            dtype="i8",
+        )
+        raw_data[...] = np.arange(raw_data.size).reshape(raw_data.shape)
+        runs = chunk_map.runs()
+        groups = group_runs(runs, int(np.prod(chunks)), max_runs, max_elements)
+        assert sorted(i for members in groups for i in members) == list(range(len(runs)))
+        for members in groups:
+            column = runs.coords[members, 1:]
+            assert (column == column[0]).all()
+            rows, slots = runs.coords[members, 0], runs.slot[members]
+            assert np.all(np.diff(rows) > 0)
+            assert np.all(runs.slot[members[1:]] >= (slots + runs.length[members])[:-1])
+        dset = create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-1)
+        assert mapping_count(dset) <= len(runs)
+        np.testing.assert_array_equal(dset[...], _expected(chunk_map, raw_data[...], -1))
+        assert read_chunk_map(dset, chunks) == chunk_map
+
+
+def test_edited_history_needs_few_mappings(tmp_path) -> None:
+    # 400 single-chunk edits of a 4000-chunk dataset split it into about 800 runs.
+    rng = np.random.default_rng(7)
+    slots = np.arange(4000, dtype=np.int64)
+    for number, chunk in enumerate(rng.choice(4000, size=400, replace=False)):
+        slots[chunk] = 4000 + number
+    chunk_map = ChunkMap((4000 * 8,), (8,), slots)
+    runs = chunk_map.runs()
+    assert len(runs) > 750
+    with h5py.File(tmp_path / "history.h5", "w") as f:
+        raw_data = f.create_dataset(
+            "raw", shape=(4400 * 8,), maxshape=(None,), chunks=(8,), dtype="i8"
+        )
+        raw_data[...] = np.arange(4400 * 8)
+        dset = create_virtual_dataset(f, "v", raw_data, chunk_map)
+        # Untouched pieces share an offset: 13 mappings of up to 32 runs. The edited
+        # chunks go 16 to a mapping where their slots increase along the dataset.
+        assert mapping_count(dset) < 120
+        np.testing.assert_array_equal(dset[...], _expected(chunk_map, raw_data[...], 0))
+        assert read_chunk_map(dset, (8,)) == chunk_map
+
+
+def test_coordinates_beyond_32_bits(tmp_path) -> None:
+    # The compact selection encoding holds 32-bit coordinates; larger ones take the
+    # slower path and must map the same chunks.
+    chunk = 1024
+    far = 2**32 // chunk + 5  # a slot whose first row is past 2**32
+    with h5py.File(tmp_path / "far.h5", "w") as f:
+        raw_data = f.create_dataset(
+            "raw", shape=((far + 2) * chunk,), maxshape=(None,), chunks=(chunk,), dtype="i4"
+        )
+        raw_data[far * chunk : (far + 2) * chunk] = np.arange(2 * chunk) + 1
+        raw_data[0:chunk] = -5
+        chunk_map = ChunkMap((4 * chunk,), (chunk,), np.array([far, 0, far + 1, -1]))
+        dset = create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=9)
+        assert mapping_count(dset) == 2  # slots far and far + 1 share an offset of far
+        expected = np.concatenate(
+            [np.arange(chunk) + 1, np.full(chunk, -5), np.arange(chunk, 2 * chunk) + 1]
+        )
+        np.testing.assert_array_equal(dset[: 3 * chunk], expected)
+        np.testing.assert_array_equal(dset[3 * chunk :], np.full(chunk, 9))
+        assert read_chunk_map(dset, (chunk,)) == chunk_map

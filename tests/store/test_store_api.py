@@ -46,8 +46,8 @@ def test_new_file_is_empty(vf: VersionedHDF5File, h5file: h5py.File) -> None:
     assert list(vf) == []
     assert len(vf) == 0
     assert vf.current_version == "__first_version__"
-    assert vf.data_version == 1000
-    assert h5file["_version_data/versions"].attrs["data_version"] == 1000
+    assert vf.data_version == 1001
+    assert h5file["_version_data/versions"].attrs["data_version"] == 1001
     assert "v1" not in vf
 
 

@@ -72,18 +72,20 @@ def slices(n: int) -> st.SearchStrategy:
 
 
 class VersionedStoreMachine(RuleBasedStateMachine):
-    #: data_version of the file under test (1000: h5vc's layout; 4: compat layout).
-    data_version = 1000
+    #: data_version of the file under test (1001: h5vc's layout; 1000: its first
+    #: layout, upgraded by the first commit; 4: compat layout).
+    data_version = 1001
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="h5vc-machine-"))
         self.path = self.directory / "machine.h5"
         self.file = h5py.File(self.path, "w")
-        if self.data_version != 1000:
-            # A fresh file in the versioned-hdf5 layout: h5vc keeps writing that layout.
+        if self.data_version != 1001:
+            # A fresh file in an older layout: h5vc keeps writing versioned-hdf5's
+            # layout (4) and upgrades its own first layout (1000).
             VersionedHDF5File(self.file)
-            self.file["_version_data/versions"].attrs["data_version"] = np.int64(4)
+            self.file["_version_data/versions"].attrs["data_version"] = np.int64(self.data_version)
         self.vf = VersionedHDF5File(self.file)
         self.model: dict[str, VersionModel] = {}
         self.current = ""
@@ -229,8 +231,22 @@ class CompatLayoutMachine(VersionedStoreMachine):
                 np.testing.assert_array_equal(version[path][()], expected)
 
 
+class FirstLayoutMachine(VersionedStoreMachine):
+    """The same machine on a file of h5vc's first layout (data_version 1000): the first
+    commit moves it to 1001, and nothing committed before is misread afterwards."""
+
+    data_version = 1000
+
+    @invariant()
+    def upgraded_once_written(self) -> None:
+        expected = 1001 if self.model else 1000
+        assert self.file["_version_data/versions"].attrs["data_version"] == expected
+
+
 MACHINE_SETTINGS = settings(settings.get_profile("h5vc-store-machine"))
 TestVersionedStore = VersionedStoreMachine.TestCase
 TestVersionedStore.settings = MACHINE_SETTINGS
 TestCompatLayout = CompatLayoutMachine.TestCase
 TestCompatLayout.settings = settings(MACHINE_SETTINGS, max_examples=15)
+TestFirstLayout = FirstLayoutMachine.TestCase
+TestFirstLayout.settings = settings(MACHINE_SETTINGS, max_examples=10)

@@ -153,7 +153,7 @@ def test_every_version_is_plain_hdf5(path: str) -> None:
             expected[f"v{i}"] = x.copy()
     with h5py.File(path, "r") as f:
         versions = f["_version_data/versions"]
-        assert versions.attrs["data_version"] == 1000
+        assert versions.attrs["data_version"] == 1001
         for name, want in expected.items():
             ds = versions[name]["x"]
             assert ds.is_virtual

@@ -16,7 +16,7 @@ import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
-from h5vc.errors import DatasetNotFoundError, ReadOnlyError, UnsupportedFormatError
+from h5vc.errors import DatasetNotFoundError
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
@@ -27,7 +27,6 @@ __all__ = [
     "DatasetObject",
     "address",
     "as_versioned",
-    "check_writable",
     "collect_datasets",
     "copy_attrs",
     "relink",
@@ -47,19 +46,6 @@ def as_versioned(f: VersionedHDF5File | h5py.Group) -> VersionedHDF5File:
         f"Expected a VersionedHDF5File or an open h5py.File or h5py.Group. "
         f"Got {type(f).__name__} instead."
     )
-
-
-def check_writable(state: FileState, action: str) -> None:
-    filename = state.root.file.filename
-    if not state.writable:
-        raise ReadOnlyError(
-            f"Cannot {action}: {filename!r} is open read-only. Open it with mode 'r+' or 'a'."
-        )
-    if state.data_version not in layout.WRITABLE_DATA_VERSIONS:
-        raise UnsupportedFormatError(
-            f"Cannot {action}: {filename!r} uses the old layout data_version "
-            f"{state.data_version}, which is read-only here."
-        )
 
 
 def address(obj: h5py.HLObject) -> int:

@@ -45,7 +45,6 @@ from h5vc.errors import VersionNotFoundError
 from h5vc.lifecycle._tree import (
     DatasetObject,
     as_versioned,
-    check_writable,
     collect_datasets,
     rebuild_virtual_dataset,
     store_paths,
@@ -80,11 +79,12 @@ def delete_versions(f: VersionedHDF5File | h5py.Group, versions: str | Iterable[
     """
     vf = as_versioned(f)
     state = vf._open_state
-    check_writable(state, "delete versions")
+    state.check_writable("delete versions")
     doomed = _parse_names(state, versions)
     if not doomed:
         return
     survivors = [name for name in state.log.names() if name not in doomed]
+    state.upgrade_layout()
     _repoint(state, doomed, survivors)
     for name in doomed:
         del state.versions[name]

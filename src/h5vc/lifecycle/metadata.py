@@ -34,7 +34,6 @@ from h5vc.lifecycle._tree import (
     DatasetNotFoundError,
     DatasetObject,
     as_versioned,
-    check_writable,
     collect_datasets,
     rebuild_virtual_dataset,
 )
@@ -70,7 +69,7 @@ def modify_metadata(
     """
     vf = as_versioned(f)
     state = vf._open_state
-    check_writable(state, f"modify the metadata of {dataset_name!r}")
+    state.check_writable(f"modify the metadata of {dataset_name!r}")
     path = str(dataset_name).strip("/")
     store = state.store(path)
     found = collect_datasets(state, state.log.names(), only_path=path).get(path)
@@ -85,6 +84,7 @@ def modify_metadata(
     new = old.updated(path, chunks, compression, compression_opts, dtype, fillvalue)
     if new == old:
         return
+    state.upgrade_layout()
     scratch = state.version_data.require_group(SCRATCH)
     try:
         new_store = _create_store(scratch, path, new)

@@ -24,14 +24,18 @@ HASH_TABLE = "hash_table"
 
 #: data_version written by versioned-hdf5 2.6.0: one virtual mapping per chunk.
 DATA_VERSION_COMPAT = 4
-#: data_version of h5vc's own layout: run-merged mappings and hard-linked
+#: data_version of h5vc's first layout: one mapping per run of chunks, hard-linked
 #: unchanged objects.  versioned-hdf5 refuses any data_version above 4 when it
 #: opens a file; a large value stays clear of its future layout numbers.
-DATA_VERSION_H5VC = 1000
+DATA_VERSION_H5VC_RUNS = 1000
+#: data_version of h5vc's layout: as 1000, but a mapping may carry several runs
+#: (several blocks per selection).  A file at 1000 is upgraded when next written.
+DATA_VERSION_H5VC = 1001
+H5VC_DATA_VERSIONS = frozenset({DATA_VERSION_H5VC_RUNS, DATA_VERSION_H5VC})
 #: Layouts this library reads; versions before 4 had unreliable hash tables, so
 #: they are read but never written to.
-READABLE_DATA_VERSIONS = frozenset({1, 2, 3, DATA_VERSION_COMPAT, DATA_VERSION_H5VC})
-WRITABLE_DATA_VERSIONS = frozenset({DATA_VERSION_COMPAT, DATA_VERSION_H5VC})
+READABLE_DATA_VERSIONS = frozenset({1, 2, 3, DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
+WRITABLE_DATA_VERSIONS = frozenset({DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
 
 # Attributes on the versions group.
 ATTR_CURRENT_VERSION = "current_version"

@@ -1,13 +1,28 @@
 """Build and parse the virtual datasets that make up a committed version.
 
-Each run of a :class:`~h5vc.store.chunkmap.ChunkMap` becomes one virtual mapping
+Each run of a :class:`~h5vc.store.chunkmap.ChunkMap` (chunks consecutive along axis 0
+that sit in consecutive ``raw_data`` slots) is one block of a virtual mapping
 ``vds[r0*c0 : r1*c0, cols...] -> raw_data[s*c0 : s*c0 + (r1-r0)*c0, 0:w...]``
-(clipped at the dataset's edge).  Mappings are created through h5py's low-level
-API: the high-level ``VirtualLayout`` costs tens of microseconds per mapping,
-which would dominate a commit on a dataset with a long history.
+(clipped at the dataset's edge).
+
+One mapping carries several runs of the same chunk column when their slots increase
+down the column: HDF5 pairs the elements of a mapping's virtual and source selections
+in row-major order, which then visits the runs in the same order on both sides. After
+many small edits a version has hundreds of runs but a few dozen mappings, and a
+commit's cost in HDF5 (building, storing and reopening the mapping list) follows the
+mappings. A mapping holds at most :data:`MAX_RUNS_PER_MAPPING` runs: HDF5 reads a
+mapping in time that grows with its number of blocks times its number of chunks.
+
+Selections of several blocks are handed to HDF5 in its serialized form (one
+``H5Sdecode`` per selection) rather than built with one ``H5Sselect_hyperslab`` call
+per block.
 """
 
 from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterator
 
 import h5py
 import numpy as np
@@ -16,7 +31,30 @@ from h5py import h5d, h5p, h5s
 from h5vc.errors import UnsupportedFormatError
 from h5vc.store.chunkmap import ChunkMap, Runs
 
-__all__ = ["create_virtual_dataset", "read_chunk_map", "mapping_count"]
+__all__ = [
+    "MAX_CLASS_RUNS",
+    "MAX_SCATTERED_ELEMENTS",
+    "MAX_SCATTERED_RUNS",
+    "create_virtual_dataset",
+    "group_runs",
+    "mapping_count",
+    "read_chunk_map",
+]
+
+#: A mapping of runs at one offset carries at most this many runs: HDF5 builds a
+#: selection of n blocks in time that grows as n**2.
+MAX_CLASS_RUNS = 32
+#: A mapping of runs at different offsets carries at most this many runs ...
+MAX_SCATTERED_RUNS = 16
+#: ... and this many elements: HDF5 reads it element by element (about 25 ns each).
+MAX_SCATTERED_ELEMENTS = 32 * 1024
+
+# Serialized hyperslab selection, version 1 (HDF5 file format, "dataspace selection"):
+# uint32 type (2 = hyperslabs), version (1), reserved, byte length of what follows,
+# rank, number of blocks, then per block its start and (inclusive) end coordinates.
+_SEL_HYPERSLABS = 2
+_SEL_VERSION_1 = 1
+_UINT32_LIMIT = 2**32
 
 
 def _fill_array(dtype: np.dtype, fillvalue: object) -> np.ndarray | None:
@@ -37,11 +75,11 @@ def create_virtual_dataset(
 ) -> h5py.Dataset:
     """Create ``group[name]`` as a virtual dataset over ``raw_data`` per ``chunk_map``.
 
-    ``merge=True`` maps each run of consecutive chunks with one mapping;
-    ``merge=False`` maps every chunk on its own (the versioned-hdf5 layout).
+    ``merge=True`` maps runs of consecutive chunks, several runs per mapping
+    (see :func:`group_runs`); ``merge=False`` maps every chunk on its own (the
+    versioned-hdf5 layout).
     """
     shape = chunk_map.shape
-    chunks = chunk_map.chunks
     dcpl = h5p.create(h5p.DATASET_CREATE)
     dcpl.set_layout(h5d.VIRTUAL)
     fill = _fill_array(raw_data.dtype, fillvalue)
@@ -52,40 +90,187 @@ def create_virtual_dataset(
         hdf5_maxshape = tuple(h5s.UNLIMITED if m is None else m for m in maxshape)
     vspace = h5s.create_simple(shape, hdf5_maxshape)
     sspace = h5s.create_simple(raw_data.shape, (h5s.UNLIMITED, *raw_data.shape[1:]))
-    raw_name = raw_data.name.encode()
     runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
     if len(runs):
-        _add_mappings(dcpl, vspace, sspace, raw_name, runs, shape, chunks)
+        blocks = _Blocks(runs, shape, chunk_map.chunks)
+        groups = group_runs(runs, math.prod(chunk_map.chunks)) if merge else None
+        blocks.add_mappings(dcpl, vspace, sspace, raw_data.name.encode(), groups)
     vspace.select_all()
     dsid = h5d.create(group.id, name.encode(), raw_data.id.get_type(), vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)
 
 
-def _add_mappings(
-    dcpl: h5p.PropDCID,
-    vspace: h5s.SpaceID,
-    sspace: h5s.SpaceID,
-    raw_name: bytes,
+def group_runs(
     runs: Runs,
-    shape: tuple[int, ...],
-    chunks: tuple[int, ...],
-) -> None:
-    chunk_arr = np.asarray(chunks, dtype=np.int64)
-    vstart = runs.coords * chunk_arr
-    vstop = np.minimum(vstart + chunk_arr, np.asarray(shape, dtype=np.int64))
-    # Along axis 0 a run spans `length` chunks, clipped at the edge.
-    vstop[:, 0] = np.minimum(vstart[:, 0] + runs.length * chunks[0], shape[0])
-    block = vstop - vstart
-    sstart = np.zeros_like(vstart)
-    sstart[:, 0] = runs.slot * chunks[0]
-    ones = (1,) * len(shape)
-    select_v = vspace.select_hyperslab
-    select_s = sspace.select_hyperslab
-    set_virtual = dcpl.set_virtual
-    for vs, ss, blk in zip(vstart.tolist(), sstart.tolist(), block.tolist()):
-        select_v(tuple(vs), ones, block=tuple(blk))
-        select_s(tuple(ss), ones, block=tuple(blk))
-        set_virtual(vspace, b".", raw_name, sspace)
+    chunk_elements: int,
+    max_runs: int = MAX_SCATTERED_RUNS,
+    max_elements: int = MAX_SCATTERED_ELEMENTS,
+    max_class_runs: int = MAX_CLASS_RUNS,
+) -> list[list[int]]:
+    """Partition runs (in :meth:`ChunkMap.runs` order) into the runs of each mapping.
+
+    All runs of a mapping lie in one chunk column, and their slots increase with their
+    position down the column, so that row-major order pairs them up on both sides.
+
+    - Runs at the same *offset* (slot minus chunk row) share mappings of up to
+      ``max_class_runs`` runs: the virtual and source selections of such a mapping
+      have the same shape, which HDF5 reads as fast as a single block. After edits,
+      the untouched pieces of a dataset are such runs.
+    - The other runs are dealt out greedily, each to the open mapping whose last slot
+      is the highest one below its own (the fewest mappings for a sequence of
+      increasing pieces). HDF5 reads such a mapping element by element, so one holds
+      at most ``max_runs`` runs and ``max_elements`` elements (``chunk_elements``
+      per chunk); longer runs keep a mapping of their own.
+    """
+    count = len(runs)
+    if count == 0:
+        return []
+    rows = runs.coords[:, 0]
+    column = np.zeros(count, dtype=np.int64)
+    if runs.coords.shape[1] > 1:
+        other = runs.coords[:, 1:]
+        column[1:] = np.cumsum(np.any(other[1:] != other[:-1], axis=1))
+    offset = runs.slot - rows
+    order = np.lexsort((rows, offset, column))
+    key_change = np.ones(count, dtype=bool)
+    key_change[1:] = (column[order][1:] != column[order][:-1]) | (
+        offset[order][1:] != offset[order][:-1]
+    )
+    # Pieces of at most max_class_runs runs of one class, each starting a new piece.
+    first_of_class = np.flatnonzero(key_change)
+    rank = np.arange(count) - np.repeat(first_of_class, np.diff(np.append(first_of_class, count)))
+    bounds = np.flatnonzero(np.append(rank % max_class_runs == 0, True))
+    sizes = np.diff(bounds)
+    groups = [order[a:b].tolist() for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size > 1]
+    lone = np.sort(order[bounds[:-1][sizes == 1]])  # back in column, then row order
+    if len(lone):
+        groups += _deal_out(
+            lone, runs, column, max(1, max_elements // max(chunk_elements, 1)), max_runs
+        )
+    return groups
+
+
+def _deal_out(
+    lone: np.ndarray, runs: Runs, column: np.ndarray, max_chunks: int, max_runs: int
+) -> list[list[int]]:
+    """Greedy increasing-slot grouping of ``lone`` runs (column, then row order)."""
+    slot = runs.slot[lone].tolist()
+    length = runs.length[lone].tolist()
+    col = column[lone].tolist()
+    groups: list[list[int]] = []
+    sizes: list[int] = []  # chunks in each group
+    tails: list[int] = []  # sorted last slot ends of the open groups of the column
+    owners: list[int] = []  # the group of each tail
+    current = -1
+    for i, run in enumerate(lone.tolist()):
+        if col[i] != current:
+            current = col[i]
+            tails.clear()
+            owners.clear()
+        size = length[i]
+        at = bisect.bisect_right(tails, slot[i]) - 1
+        if size > max_chunks or at < 0:
+            number = len(groups)
+            groups.append([run])
+            sizes.append(size)
+        else:
+            number = owners.pop(at)
+            del tails[at]
+            groups[number].append(run)
+            sizes[number] += size
+        if len(groups[number]) < max_runs and sizes[number] < max_chunks:
+            end = slot[i] + size
+            at = bisect.bisect_right(tails, end)
+            tails.insert(at, end)
+            owners.insert(at, number)
+    return groups
+
+
+class _Blocks:
+    """The virtual and source block of every run, and the mappings made from them."""
+
+    def __init__(self, runs: Runs, shape: tuple[int, ...], chunks: tuple[int, ...]) -> None:
+        chunk_arr = np.asarray(chunks, dtype=np.int64)
+        vstart = runs.coords * chunk_arr
+        vstop = np.minimum(vstart + chunk_arr, np.asarray(shape, dtype=np.int64))
+        # Along axis 0 a run spans `length` chunks, clipped at the edge.
+        vstop[:, 0] = np.minimum(vstart[:, 0] + runs.length * chunks[0], shape[0])
+        self.vstart = vstart
+        self.block = vstop - vstart
+        self.sstart = np.zeros_like(vstart)
+        self.sstart[:, 0] = runs.slot * chunks[0]
+        self.ndim = len(shape)
+
+    def add_mappings(
+        self,
+        dcpl: h5p.PropDCID,
+        vspace: h5s.SpaceID,
+        sspace: h5s.SpaceID,
+        raw_name: bytes,
+        groups: list[list[int]] | None,
+    ) -> None:
+        set_virtual = dcpl.set_virtual
+        if groups is None:
+            groups = [[i] for i in range(len(self.block))]
+        selections = zip(
+            _selections(vspace, self.vstart, self.block, groups),
+            _selections(sspace, self.sstart, self.block, groups),
+        )
+        for virtual, source in selections:
+            set_virtual(virtual, b".", raw_name, source)
+
+
+def _selections(
+    space: h5s.SpaceID, start: np.ndarray, block: np.ndarray, groups: list[list[int]]
+) -> Iterator[h5s.SpaceID]:
+    """The selection of the blocks of each group on ``space``, one group at a time.
+
+    A selection is valid until the next one is drawn (``space`` itself is reused).
+    """
+    ones = (1,) * start.shape[1]
+    stop = start + block - 1
+    several = [members for members in groups if len(members) > 1]
+    encoded: Iterator[bytes] = iter(())
+    if several and stop.max(initial=0) < _UINT32_LIMIT:
+        encoded = _encode(space, np.concatenate([start, stop], axis=1), several)
+    elif several:  # coordinates too large for the compact encoding
+        encoded = iter([b""] * len(several))
+    starts, blocks = start.tolist(), block.tolist()
+    for members in groups:
+        if len(members) > 1:
+            serialized = next(encoded)
+            if serialized:
+                yield h5s.decode(serialized)
+                continue
+        space.select_none()
+        for i in members:
+            space.select_hyperslab(tuple(starts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
+        yield space
+
+
+def _encode(space: h5s.SpaceID, coords: np.ndarray, groups: list[list[int]]) -> Iterator[bytes]:
+    """``H5Sencode`` output of the blocks (rows of start and inclusive end coordinates
+    in ``coords``) of each group, selected on ``space``; built for all groups at once."""
+    space.select_none()
+    encoded = space.encode()
+    # H5Sencode: type, version, size of sizes, uint32 extent size, extent, selection.
+    extent_size = int(np.frombuffer(encoded, dtype="<u4", count=1, offset=3)[0])
+    prefix = encoded[: 7 + extent_size]
+    sizes = np.array([len(members) for members in groups], dtype=np.int64)
+    row_bytes = coords.shape[1] * 4
+    body = coords[np.concatenate(groups)].astype("<u4").tobytes()
+    headers = np.empty((len(groups), 6), dtype="<u4")
+    headers[:, 0] = _SEL_HYPERSLABS
+    headers[:, 1] = _SEL_VERSION_1
+    headers[:, 2] = 0  # reserved
+    headers[:, 3] = 8 + sizes * row_bytes  # bytes that follow: rank, count, blocks
+    headers[:, 4] = coords.shape[1] // 2  # rank
+    headers[:, 5] = sizes
+    header_bytes = headers.tobytes()
+    begin = 0
+    for number, end in enumerate((np.cumsum(sizes) * row_bytes).tolist()):
+        yield prefix + header_bytes[number * 24 : number * 24 + 24] + body[begin:end]
+        begin = end
 
 
 def mapping_count(dataset: h5py.Dataset) -> int:
@@ -97,8 +282,9 @@ def mapping_count(dataset: h5py.Dataset) -> int:
 def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
     """Recover the chunk map of a committed virtual dataset from its mappings.
 
-    Works for one mapping per chunk and for run-merged mappings alike.  Raises
-    :class:`UnsupportedFormatError` if a mapping is not chunk-aligned.
+    Works for one mapping per chunk, one per run and several runs per mapping alike:
+    every mapping's virtual and source blocks are expanded into chunks, paired in
+    order. Raises :class:`UnsupportedFormatError` if a mapping is not chunk-aligned.
     """
     shape = tuple(dataset.shape)
     dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
@@ -107,32 +293,63 @@ def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
             f"Expected {dataset.name!r} to be a virtual dataset over raw_data. "
             f"Got a dataset with another storage layout instead."
         )
-    count = dcpl.get_virtual_count()
+    chunk_map = ChunkMap.empty(shape, chunks)
     ndim = len(shape)
-    vstart = np.empty((count, ndim), dtype=np.int64)
-    vend = np.empty((count, ndim), dtype=np.int64)
-    sstart = np.empty((count, ndim), dtype=np.int64)
-    for i in range(count):
-        vbounds = dcpl.get_virtual_vspace(i).get_select_bounds()
-        sbounds = dcpl.get_virtual_srcspace(i).get_select_bounds()
-        if vbounds is None or sbounds is None:  # an empty selection maps nothing
-            vstart[i] = -1
-            continue
-        vstart[i], vend[i] = vbounds
-        sstart[i] = sbounds[0]
-    keep = vstart[:, 0] >= 0 if count else np.zeros(0, dtype=bool)
-    vstart, vend, sstart = vstart[keep], vend[keep], sstart[keep]
+    vblocks: list[np.ndarray] = []
+    sblocks: list[np.ndarray] = []
+    for i in range(dcpl.get_virtual_count()):
+        vblocks.append(_blocks(dcpl.get_virtual_vspace(i), ndim))
+        sblocks.append(_blocks(dcpl.get_virtual_srcspace(i), ndim))
+    if not vblocks:
+        return chunk_map
     chunk_arr = np.asarray(chunks, dtype=np.int64)
-    aligned = (
-        np.all(vstart % chunk_arr == 0)
-        and np.all(sstart[:, 0] % chunks[0] == 0)
-        and np.all(sstart[:, 1:] == 0)
-    )
-    if not aligned:
+    coords, vcounts = _block_chunks(vblocks, chunk_arr)
+    slots, scounts = _block_chunks(sblocks, chunk_arr)
+    if (
+        coords is None
+        or slots is None
+        or not np.array_equal(vcounts, scounts)
+        or np.any(slots[:, 1:] != 0)
+        or np.any(coords[:, 1:] >= np.asarray(chunk_map.slots.shape[1:], dtype=np.int64))
+    ):
         raise UnsupportedFormatError(
             f"Expected the virtual mappings of {dataset.name!r} to be aligned to its "
             f"chunks {chunks}. Got unaligned mappings instead."
         )
-    length = -(-(vend[:, 0] + 1 - vstart[:, 0]) // chunks[0])
-    runs = Runs(vstart // chunk_arr, length.astype(np.int64), sstart[:, 0] // chunks[0])
-    return ChunkMap.from_runs(shape, chunks, runs)
+    chunk_map.slots[tuple(coords.T)] = slots[:, 0]
+    return chunk_map
+
+
+def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:
+    """The blocks of a selection as ``(n, 2, ndim)`` start and inclusive end coordinates."""
+    if space.get_select_type() == h5s.SEL_HYPERSLABS:
+        return np.asarray(space.get_select_hyper_blocklist(), dtype=np.int64).reshape(-1, 2, ndim)
+    bounds = space.get_select_bounds()
+    if bounds is None or space.get_select_npoints() == 0:  # an empty selection maps nothing
+        return np.zeros((0, 2, ndim), dtype=np.int64)
+    return np.asarray([bounds], dtype=np.int64).reshape(1, 2, ndim)
+
+
+def _block_chunks(
+    blocks: list[np.ndarray], chunk_arr: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """Chunk coordinates covered by each mapping's blocks, in order, and their count
+    per mapping.
+
+    Each block must start on a chunk boundary and stay within one chunk on every axis
+    but the first; the coordinates are ``None`` otherwise.
+    """
+    per_mapping = np.array([len(b) for b in blocks], dtype=np.int64)
+    every = np.concatenate(blocks)
+    start = every[:, 0, :]
+    stop = every[:, 1, :] + 1
+    first = start // chunk_arr
+    if np.any(start % chunk_arr != 0) or np.any((stop[:, 1:] - 1) // chunk_arr[1:] != first[:, 1:]):
+        return None, per_mapping
+    rows = -(-(stop[:, 0] - start[:, 0]) // chunk_arr[0])
+    step = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(np.cumsum(rows) - rows, rows)
+    coords = np.repeat(first, rows, axis=0)
+    coords[:, 0] += step
+    mapping = np.repeat(np.arange(len(blocks)), per_mapping)
+    counts = np.bincount(mapping, weights=rows, minlength=len(blocks)).astype(np.int64)
+    return coords, counts
