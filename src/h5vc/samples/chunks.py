@@ -1,0 +1,192 @@
+"""Reading the stored chunks of complete backend ``01`` files without going through HDF5.
+
+A backend ``01`` sample is exactly one chunk, and a collection file never changes once
+its content index exists. So a reader can look up the file offset and size of every
+chunk of a dataset once (``H5Dchunk_iter``), read a sample's stored bytes with
+``os.pread`` and undo the filter pipeline itself. That skips HDF5's per-read work
+(dataspace selection, chunk lookup, filter dispatch) and, because the decompressors
+release the GIL, lets several threads decode samples at the same time.
+
+Understood filter pipelines, as the compression options create them:
+
+* Blosc (filter 32001 from ``hdf5plugin``): the chunk is one Blosc frame (16-byte header:
+  format version, codec version, flags, type size, then the uncompressed size, block
+  size and compressed size as little-endian uint32), decoded with ``numcodecs``' Blosc,
+  which reads every frame of the C-Blosc 1 format that filter writes;
+* deflate (filter 1): a zlib stream, decoded with the standard library's ``zlib``;
+* shuffle (filter 2, cd_values ``[element size]``): a byte transpose, undone with numpy.
+
+Any other filter (LZF, Fletcher-32, Blosc2, ...) makes :meth:`ChunkDecoder.for_dataset`
+return ``None``: such samples are read through HDF5. A chunk stored with a filter
+skipped (HDF5 skips an optional filter that fails, e.g. compression that would not
+shrink the data; the chunk's filter mask says which) is decoded without that step.
+
+Decoding is never trusted on its own: a sample decoded here is returned only if its
+xxhash64 matches the record's checksum, and any failure falls back to the HDF5 read,
+which gives the same data or raises the usual error.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import h5py
+import numpy as np
+
+__all__ = [
+    "BLOSC_FILTER",
+    "ChunkDecodeError",
+    "ChunkDecoder",
+    "chunk_locations",
+]
+
+#: ``numcodecs.blosc``, imported on first use (it takes a while); ``False`` if unavailable.
+_blosc: Any = None
+
+#: HDF5 filter id of the Blosc filter of ``hdf5plugin``.
+BLOSC_FILTER = 32001
+_BLOSC_HEADER_BYTES = 16
+#: Uncompressed size and compressed size of a Blosc frame (block size in between).
+_BLOSC_SIZES = struct.Struct("<I4xI")
+#: Blosc compressor codes as the HDF5 filter stores them in cd_values[6].
+_BLOSC_COMPRESSORS = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+
+#: A chunk's file offset, stored size and filter mask; ``None`` for a chunk never written.
+ChunkLocation = tuple[int, int, int] | None
+
+
+class ChunkDecodeError(ValueError):
+    """Stored chunk bytes that do not decode to a whole sample."""
+
+
+def _blosc_module() -> Any:
+    """``numcodecs.blosc``, or ``False`` if numcodecs cannot be imported."""
+    global _blosc
+    if _blosc is None:
+        try:
+            from numcodecs import blosc
+        except ImportError:  # without numcodecs, Blosc chunks are read through HDF5
+            blosc = False
+        _blosc = blosc
+    return _blosc
+
+
+def _blosc_sizes(data: Any) -> tuple[int, int]:
+    if len(data) < _BLOSC_HEADER_BYTES:
+        raise ChunkDecodeError(f"Expected a Blosc frame. Got {len(data)} bytes.")
+    nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
+    if cbytes != len(data):
+        raise ChunkDecodeError(
+            f"Expected a Blosc frame of {len(data)} bytes. Its header says {cbytes}."
+        )
+    return nbytes, cbytes
+
+
+def _blosc_decode(data: Any) -> Any:
+    _blosc_sizes(data)
+    return _blosc.decompress(data)
+
+
+def _shuffle_decoder(element_size: int) -> Callable[[Any], Any]:
+    def unshuffle(data: Any) -> Any:
+        raw = np.frombuffer(data, np.uint8)
+        count = raw.size // element_size
+        if element_size <= 1 or count <= 1:
+            return raw  # the HDF5 shuffle filter leaves such chunks as they are
+        body = raw[: count * element_size].reshape(element_size, count).T.reshape(-1)
+        if raw.size % element_size:
+            body = np.concatenate((body, raw[count * element_size :]))
+        return body
+
+    return unshuffle
+
+
+def _filter_stage(code: int, values: tuple[int, ...], dtype: np.dtype) -> Callable | None:
+    """The decoding step of one filter of a pipeline, or ``None`` if not understood."""
+    if code == h5py.h5z.FILTER_DEFLATE:
+        return zlib.decompress
+    if code == h5py.h5z.FILTER_SHUFFLE:
+        return _shuffle_decoder(values[0] if values else dtype.itemsize)
+    if code == BLOSC_FILTER and _blosc_module():
+        compressor = _BLOSC_COMPRESSORS.get(values[6] if len(values) > 6 else 0)
+        if compressor in _blosc.list_compressors():
+            return _blosc_decode
+    return None
+
+
+class ChunkDecoder:
+    """Turns the stored bytes of one chunk into the sample, for one filter pipeline.
+
+    Build it with :meth:`for_dataset`. :meth:`decode_into` runs without HDF5, so it may be
+    called from several threads at once.
+    """
+
+    __slots__ = ("_blosc_only", "_filters")
+
+    def __init__(self, filters: tuple[Callable[[Any], Any], ...]) -> None:
+        self._filters = filters  # the decoding step of each filter, in pipeline order
+        self._blosc_only = filters == (_blosc_decode,)
+
+    @classmethod
+    def for_dataset(cls, dataset: h5py.Dataset) -> ChunkDecoder | None:
+        """A decoder for the filter pipeline of ``dataset``; ``None`` if it is not understood."""
+        plist = dataset.id.get_create_plist()
+        filters = []
+        for number in range(plist.get_nfilters()):
+            code, _flags, values, _name = plist.get_filter(number)
+            stage = _filter_stage(code, tuple(values), dataset.dtype)
+            if stage is None:
+                return None
+            filters.append(stage)
+        return cls(tuple(filters))
+
+    def decode_into(self, data: Any, mask: int, out: np.ndarray) -> None:
+        """Decode the stored bytes ``data`` of one chunk into ``out`` (C-contiguous, the
+        chunk's size). Bit ``i`` of the chunk's filter ``mask`` set means HDF5 stored the
+        chunk without filter ``i`` (an optional filter that failed, such as compression
+        that would not shrink the data).
+
+        Raises an exception (not necessarily :class:`ChunkDecodeError`: the codecs raise
+        their own) unless the bytes decode to exactly ``out.nbytes`` bytes.
+        """
+        if self._blosc_only and not mask:
+            nbytes, _ = _blosc_sizes(data)
+            if nbytes != out.nbytes:
+                raise ChunkDecodeError(f"Expected {out.nbytes} bytes. The chunk holds {nbytes}.")
+            _blosc.decompress(data, out)
+            return
+        for number in reversed(range(len(self._filters))):  # undone last to first
+            if not mask >> number & 1:
+                data = self._filters[number](data)
+        raw = np.frombuffer(data, np.uint8)
+        if raw.size != out.nbytes:
+            raise ChunkDecodeError(f"Expected {out.nbytes} bytes. The chunk holds {raw.size}.")
+        out.reshape(-1).view(np.uint8)[...] = raw
+
+
+def chunk_locations(dataset: h5py.Dataset) -> list[ChunkLocation] | None:
+    """File offset and size of the stored chunk of every sample of ``dataset``.
+
+    For a dataset of one sample per chunk along its first axis; ``None`` if it has another
+    layout, the file has a user block (chunk addresses would be relative to it) or this
+    HDF5 cannot list chunks. An entry is ``(offset, size, filter mask)``, or ``None`` for
+    a chunk never written.
+    """
+    sample_chunk = tuple(max(dim, 1) for dim in dataset.shape[1:])
+    iterate = getattr(dataset.id, "chunk_iter", None)
+    if (
+        iterate is None
+        or dataset.chunks != (1, *sample_chunk)
+        or dataset.file.id.get_create_plist().get_userblock() != 0
+    ):
+        return None
+    locations: list[ChunkLocation] = [None] * dataset.shape[0]
+
+    def visit(info: Any) -> None:
+        locations[info.chunk_offset[0]] = (info.byte_offset, info.size, info.filter_mask)
+
+    iterate(visit)
+    return locations
