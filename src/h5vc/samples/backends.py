@@ -26,6 +26,7 @@ import numpy as np
 import xxhash
 
 from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
+from h5vc.samples.chunks import ChunkDecoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
@@ -34,10 +35,12 @@ __all__ = [
     "CacheSettings",
     "CollectionWriter",
     "CollectionReader",
+    "RecordChecker",
     "cache_settings",
     "check_record",
     "chunk_shape",
     "collection_path",
+    "decode_sample",
     "index_path",
     "next_prime",
 ]
@@ -246,13 +249,22 @@ class CollectionReader:
     A file whose writer is still adding samples ("live") has its dataset metadata
     refreshed before every read; once its content index appears the file is reopened and
     read without refreshing.
+
+    Backend ``01`` samples of a complete file are read without HDF5 when the filter
+    pipeline allows it (see :mod:`h5vc.samples.chunks`): :meth:`fetch` reads the stored
+    bytes of the sample's chunk, :func:`decode_sample` decodes and verifies them. Any
+    sample that path cannot deliver is read by :meth:`read_hdf5`, which gives the same
+    data and raises every read error.
     """
 
     def __init__(self, directory: pathlib.Path, uid: str, schema: Schema) -> None:
         self.schema = schema
         self.path = collection_path(directory, uid)
         self._index_path = index_path(directory, uid)
+        self._dtype = schema.dtype
         self._datasets: dict[str, _SampleIO] = {}
+        self._chunks: dict[str, tuple[ChunkDecoder, list[ChunkLocation]] | None] = {}
+        self._fd: int | None = None
         self._open()
 
     def _open(self) -> None:
@@ -274,10 +286,26 @@ class CollectionReader:
                 f"Expected an HDF5 collection file at {self.path}. Got an unreadable file: {err}"
             ) from err
         self._datasets.clear()
+        self._chunks.clear()
+        if not self.live and self.schema.backend == "01":
+            try:
+                self._fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                self._fd = None  # read through HDF5 only
 
     def close(self) -> None:
         self._datasets.clear()
+        self._chunks.clear()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self.h5file.close()
+
+    def check_complete(self) -> None:
+        """Reopen a live file once its writer has finished it (its index exists)."""
+        if self.live and self._index_path.exists():
+            self.close()
+            self._open()
 
     def _dataset(self, name: str) -> _SampleIO:
         sample_io = self._datasets.get(name)
@@ -290,13 +318,66 @@ class CollectionReader:
             sample_io = self._datasets[name] = _SampleIO(node)
         return sample_io
 
+    def _chunk_table(self, name: str) -> tuple[ChunkDecoder, list[ChunkLocation]] | None:
+        """Decoder and chunk locations of dataset ``name``, or None to read it through HDF5."""
+        table = None
+        try:
+            dataset = self._dataset(name).dataset
+            decoder = ChunkDecoder.for_dataset(dataset)
+            if decoder is not None and dataset.dtype.str == self._dtype.str:
+                locations = chunk_locations(dataset)
+                if locations is not None:
+                    table = (decoder, locations)
+        except Exception:  # any trouble here: read through HDF5, which reports it
+            table = None
+        self._chunks[name] = table
+        return table
+
+    def fetch(self, record: SampleRecord) -> tuple[ChunkDecoder, bytes, int, str] | None:
+        """What :func:`decode_sample` needs besides the output: decoder, stored bytes and
+        filter mask of the sample's chunk, and the record's checksum; ``None`` unless the
+        sample can be read without HDF5.
+
+        Only backend ``01`` records of a complete file qualify; call
+        :meth:`check_complete` first.
+        """
+        if self._fd is None or not isinstance(record, Record01):
+            return None
+        try:
+            table = self._chunks[record.dataset]
+        except KeyError:
+            table = self._chunk_table(record.dataset)
+        if table is None:
+            return None
+        decoder, locations = table
+        try:
+            location = locations[record.index]
+            if location is None:
+                return None
+            offset, size, mask = location
+            return decoder, os.pread(self._fd, size, offset), mask, record.checksum
+        except (IndexError, OSError):
+            return None
+
     def read(self, record: SampleRecord) -> np.ndarray:
         """The sample ``record`` points to; checksums verified for backend ``01``."""
-        if self.live and self._index_path.exists():
-            self.close()
-            self._open()
+        out = np.empty(record.shape, self._dtype)
+        if self.live:
+            self.check_complete()
+        if self._fd is not None and out.size:
+            fetched = self.fetch(record)
+            if fetched is not None and decode_sample(out, *fetched):
+                return out
+        self.read_hdf5(record, out)
+        return out
+
+    def read_hdf5(self, record: SampleRecord, out: np.ndarray) -> None:
+        """Read the sample into ``out`` through HDF5, checking the checksum of a ``01`` record.
+
+        ``out`` is C-contiguous, of the record's shape and the schema's dtype. Call
+        :meth:`check_complete` first.
+        """
         sample_io = self._dataset(record.dataset)
-        out = np.empty(record.shape, self.schema.dtype)
         try:
             if self.live:
                 sample_io.dataset.refresh()
@@ -314,22 +395,58 @@ class CollectionReader:
                     f"Expected sample {record.index} of dataset {record.dataset!r} in "
                     f"{self.path} to have xxhash64 {record.checksum}. Got {checksum} instead."
                 )
-        return out
+
+
+def decode_sample(
+    out: np.ndarray, decoder: ChunkDecoder, data: bytes, mask: int, checksum: str
+) -> bool:
+    """Decode stored chunk bytes into ``out``; True if they decoded to the xxhash64 ``checksum``.
+
+    Runs without HDF5 and mostly without the GIL, so threads can decode in parallel.
+    """
+    try:
+        decoder.decode_into(data, mask, out)
+    except Exception:  # the caller reads the sample through HDF5 instead
+        return False
+    return xxhash.xxh64_hexdigest(out.data) == checksum
+
+
+class RecordChecker:
+    """Checks that records can point into the files of one schema (see :func:`check_record`)."""
+
+    __slots__ = ("_backend", "_count", "_directory", "_fixed", "_limits", "_schema", "_size")
+
+    def __init__(self, schema: Schema, directory: pathlib.Path) -> None:
+        self._schema = schema
+        self._directory = directory
+        self._backend = schema.backend
+        self._count = schema.collection_count
+        self._size = schema.collection_size
+        self._limits = schema.shape
+        self._fixed = schema.backend == "01"
+
+    def __call__(self, record: SampleRecord) -> None:
+        """Raise RecordFormatError unless ``record`` can point into a file of the schema."""
+        shape = record.shape
+        if (
+            record.format_code != self._backend
+            or record.index >= self._size
+            or int(record.dataset) >= self._count
+            or (
+                shape != self._limits
+                if self._fixed
+                else len(shape) != len(self._limits)
+                or any(dim > limit for dim, limit in zip(shape, self._limits))
+            )
+        ):
+            schema = self._schema
+            raise RecordFormatError(
+                f"Expected a {schema.backend!r} record within {schema.collection_count} "
+                f"datasets of {schema.collection_size} samples of shape {schema.shape} in "
+                f"{self._directory}. Got {record.encode()!r} instead."
+            )
 
 
 def check_record(record: SampleRecord, schema: Schema, directory: pathlib.Path) -> None:
     """Raise RecordFormatError unless ``record`` can point into a file of ``schema``."""
-    number = int(record.dataset)
-    if (
-        record.format_code != schema.backend
-        or number >= schema.collection_count
-        or record.index >= schema.collection_size
-        or len(record.shape) != len(schema.shape)
-        or any(dim > limit for dim, limit in zip(record.shape, schema.shape))
-        or (schema.backend == "01" and record.shape != schema.shape)
-    ):
-        raise RecordFormatError(
-            f"Expected a {schema.backend!r} record within {schema.collection_count} datasets "
-            f"of {schema.collection_size} samples of shape {schema.shape} in {directory}. "
-            f"Got {record.encode()!r} instead."
-        )
+    RecordChecker(schema, directory)(record)

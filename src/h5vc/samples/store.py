@@ -14,21 +14,30 @@ sample that is already stored returns its existing record instead of storing it 
 
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, overload
 
 import numpy as np
 import xxhash
 
-from h5vc.errors import CorruptDataError, DataFileNotFoundError, SchemaMismatchError
+from h5vc.errors import (
+    CorruptDataError,
+    DataFileNotFoundError,
+    InvalidOptionError,
+    RecordFormatError,
+    SchemaMismatchError,
+)
 from h5vc.samples.backends import (
     CollectionReader,
     CollectionWriter,
-    check_record,
+    RecordChecker,
+    decode_sample,
 )
-from h5vc.samples.records import SampleRecord, decode_record
+from h5vc.samples.records import Record00, Record01, SampleRecord, decode_record
 from h5vc.samples.schema import (
     DEFAULT_COLLECTION_COUNT,
     DEFAULT_COLLECTION_SIZE,
@@ -40,6 +49,10 @@ from h5vc.samples.schema import (
 __all__ = ["SampleReader", "SampleStore", "SampleWriter", "content_digest"]
 
 _INDEX_SUFFIX = ".index"
+#: At most this many decoding threads per reader unless asked for more.
+_MAX_DEFAULT_THREADS = 4
+#: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
+BATCH_WINDOW = 256
 
 
 def content_digest(array: np.ndarray) -> str:
@@ -143,9 +156,13 @@ class SampleStore:
         """A new writer session; use it as a context manager."""
         return SampleWriter(self.directory, self.schema)
 
-    def reader(self) -> SampleReader:
-        """A reader; it pickles, so worker processes can use it."""
-        return SampleReader(self.directory, self.schema)
+    def reader(self, *, threads: int | None = None) -> SampleReader:
+        """A reader; it pickles, so worker processes can use it.
+
+        ``threads``: decoding threads of :meth:`SampleReader.read_many` besides the calling
+        thread (``None``: one fewer than the usable cores, at most 4; ``0``: none).
+        """
+        return SampleReader(self.directory, self.schema, threads=threads)
 
     def collection_files(self) -> list[pathlib.Path]:
         """The collection files of the store, sorted by name."""
@@ -218,17 +235,79 @@ class SampleWriter:
             collection.close()
 
 
+def default_threads() -> int:
+    """Decoding threads a reader starts for :meth:`SampleReader.read_many` by default.
+
+    One fewer than the usable cores (at most 4): the calling thread decodes as well.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(_MAX_DEFAULT_THREADS, cores - 1))
+
+
+def _parse_threads(threads: Any) -> int:
+    if threads is None:
+        return default_threads()
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+        raise InvalidOptionError(
+            f"Expected threads to be None or an int >= 0. Got {threads!r} instead."
+        )
+    return threads
+
+
+def _parse_record(record: Any) -> SampleRecord:
+    if isinstance(record, str):
+        return decode_record(record)
+    if isinstance(record, Record00 | Record01):
+        return record
+    raise RecordFormatError(
+        f"Expected a record string or a Record00/Record01. Got {type(record).__name__} instead."
+    )
+
+
+def _decode_jobs(jobs: list[tuple[Any, ...]], counter: Iterator[int], failed: list[int]) -> None:
+    """Decode jobs ``(position, out, decoder, data, mask, checksum)`` until ``counter``
+    passes the last one; append the positions that did not decode to their checksum to
+    ``failed``.
+
+    Several threads share ``counter`` (its ``next`` is atomic), so each job runs once.
+    """
+    count = len(jobs)
+    for number in counter:
+        if number >= count:
+            return
+        position, *job = jobs[number]
+        if not decode_sample(*job):
+            failed.append(position)
+
+
 class SampleReader:
     """Reads samples by record; collection files are opened on first use and kept open.
 
-    Pickling a reader sends only the store's directory and schema: the copy reopens files
-    lazily in its own process, so readers can be handed to ``multiprocessing`` workers.
+    :meth:`read` reads one sample, :meth:`read_many` a batch, decoding samples on
+    ``threads`` threads besides the calling one (``None``: one fewer than the usable
+    cores, at most 4; ``0``: the calling thread only).
+
+    Pickling a reader sends only the store's directory, the schema and ``threads``: the
+    copy reopens files lazily in its own process, so readers can be handed to
+    ``multiprocessing`` workers.
     """
 
-    def __init__(self, directory: pathlib.Path, schema: Schema) -> None:
+    def __init__(
+        self, directory: pathlib.Path, schema: Schema, *, threads: int | None = None
+    ) -> None:
         self.directory = directory
         self.schema = schema
+        self.threads = _parse_threads(threads)
+        self._setup()
+
+    def _setup(self) -> None:
         self._files: dict[str, CollectionReader] = {}
+        self._check = RecordChecker(self.schema, self.directory)
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
 
     def __enter__(self) -> SampleReader:
         return self
@@ -237,28 +316,172 @@ class SampleReader:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "schema": self.schema.to_dict()}
+        return {
+            "directory": str(self.directory),
+            "schema": self.schema.to_dict(),
+            "threads": self.threads,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.directory = pathlib.Path(state["directory"])
         self.schema = Schema.from_dict(state["schema"], self.directory / SCHEMA_FILE)
-        self._files = {}
+        self.threads = _parse_threads(state.get("threads"))
+        self._setup()
+
+    def _collection(self, uid: str) -> CollectionReader:
+        collection = self._files.get(uid)
+        if collection is None:
+            collection = self._files[uid] = CollectionReader(self.directory, uid, self.schema)
+        return collection
 
     def read(self, record: str | SampleRecord) -> np.ndarray:
         """The sample ``record`` points to (a record string or a decoded record)."""
-        parsed = decode_record(record) if isinstance(record, str) else record
-        check_record(parsed, self.schema, self.directory)
+        parsed = decode_record(record) if isinstance(record, str) else _parse_record(record)
+        self._check(parsed)
         collection = self._files.get(parsed.uid)
         if collection is None:
-            collection = CollectionReader(self.directory, parsed.uid, self.schema)
-            self._files[parsed.uid] = collection
+            collection = self._collection(parsed.uid)
         return collection.read(parsed)
 
     def __getitem__(self, record: str | SampleRecord) -> np.ndarray:
         return self.read(record)
+
+    @overload
+    def read_many(
+        self, records: Iterable[str | SampleRecord], out: None = None
+    ) -> list[np.ndarray]: ...
+
+    @overload
+    def read_many(self, records: Iterable[str | SampleRecord], out: np.ndarray) -> np.ndarray: ...
+
+    def read_many(
+        self, records: Iterable[str | SampleRecord], out: np.ndarray | None = None
+    ) -> list[np.ndarray] | np.ndarray:
+        """The samples ``records`` point to, in order: a batch read.
+
+        Returns a list of new arrays, or fills ``out`` and returns it: a writable
+        C-contiguous array of the schema's dtype and shape ``(len(records), *shape)``, where
+        every record has that sample ``shape``.
+
+        The result, checksum checks and errors are those of ``[read(r) for r in records]``
+        (an error is the first one that loop would raise; samples before it may have been
+        written into ``out``). Backend ``01`` samples of complete files whose compression
+        can be decoded without HDF5 are read as stored bytes, then decoded by the calling
+        thread and the reader's threads together, :data:`BATCH_WINDOW` samples at a time;
+        all other samples are read one by one through HDF5.
+        """
+        records = list(records)
+        if out is not None:
+            self._check_out(out, len(records))
+        samples: list[np.ndarray] = []
+        for start in range(0, len(records), BATCH_WINDOW):
+            self._read_window(records, start, min(start + BATCH_WINDOW, len(records)), out, samples)
+        return samples if out is None else out
+
+    def _read_window(
+        self,
+        records: list[str | SampleRecord],
+        start: int,
+        stop: int,
+        out: np.ndarray | None,
+        samples: list[np.ndarray],
+    ) -> None:
+        """Read ``records[start:stop]`` into ``samples`` (appended) or ``out``."""
+        jobs: list[tuple[Any, ...]] = []
+        error: Exception | None = None
+        dtype = self.schema.dtype
+        for position in range(start, stop):
+            try:
+                parsed = self._prepare(records[position], out)
+                collection = self._files.get(parsed.uid)
+                if collection is None:
+                    collection = self._collection(parsed.uid)
+                target = np.empty(parsed.shape, dtype) if out is None else out[position, ...]
+                samples.append(target)
+                if collection.live:
+                    collection.check_complete()
+                fetched = collection.fetch(parsed) if target.size else None
+                if fetched is None:
+                    collection.read_hdf5(parsed, target)
+                else:
+                    jobs.append((position, target, *fetched))
+            except Exception as exc:  # raised below, after the samples before it
+                error = exc
+                break
+        for position in self._decode(jobs):  # read again through HDF5: same data, or its error
+            parsed = _parse_record(records[position])
+            self._collection(parsed.uid).read_hdf5(parsed, samples[position])
+        if error is not None:
+            raise error
+
+    def _decode(self, jobs: list[tuple[Any, ...]]) -> list[int]:
+        """Decode ``jobs`` on this thread and the reader's threads; the failed positions."""
+        failed: list[int] = []
+        counter = itertools.count()
+        helpers = min(self.threads, len(jobs) - 1)
+        workers = []
+        if helpers > 0:
+            executor = self._decode_executor()
+            workers = [executor.submit(_decode_jobs, jobs, counter, failed) for _ in range(helpers)]
+        try:
+            _decode_jobs(jobs, counter, failed)
+        finally:
+            for worker in workers:
+                worker.result()
+        return sorted(failed)
+
+    def __getitems__(self, records: list[str | SampleRecord]) -> list[np.ndarray]:
+        """``read_many(records)``: the batch-fetching hook of PyTorch-style datasets."""
+        return self.read_many(records)
+
+    def _prepare(self, record: str | SampleRecord, out: np.ndarray | None) -> SampleRecord:
+        parsed = decode_record(record) if isinstance(record, str) else _parse_record(record)
+        self._check(parsed)
+        if out is not None and parsed.shape != out.shape[1:]:
+            raise SchemaMismatchError(
+                f"Expected records of sample shape {out.shape[1:]} to read into out. "
+                f"Got {parsed.encode()!r} instead."
+            )
+        return parsed
+
+    def _check_out(self, out: Any, count: int) -> None:
+        schema = self.schema
+        rank = len(schema.shape) + 1
+        if (
+            not isinstance(out, np.ndarray)
+            or out.dtype != schema.dtype
+            or out.ndim != rank
+            or out.shape[0] != count
+            or (schema.backend == "01" and out.shape[1:] != schema.shape)
+            or not out.flags.c_contiguous
+            or not out.flags.writeable
+        ):
+            described = (
+                f"a {type(out).__name__}"
+                if not isinstance(out, np.ndarray)
+                else f"an array of dtype {out.dtype}, shape {out.shape}, "
+                f"C-contiguous={out.flags.c_contiguous}, writeable={out.flags.writeable}"
+            )
+            raise SchemaMismatchError(
+                f"Expected out to be a writeable C-contiguous numpy array of dtype "
+                f"{schema.dtype} and shape ({count}, *sample shape) for {count} records. "
+                f"Got {described} instead."
+            )
+
+    def _decode_executor(self) -> ThreadPoolExecutor:
+        """The reader's decoding threads, started on first use (again after a fork)."""
+        if self._executor is None or self._executor_pid != os.getpid():
+            self._executor = ThreadPoolExecutor(
+                max_workers=max(1, self.threads), thread_name_prefix="h5vc-samples-decode"
+            )
+            self._executor_pid = os.getpid()
+        return self._executor
 
     def close(self) -> None:
         """Close every open collection file (the reader reopens them when used again)."""
         files, self._files = self._files, {}
         for collection in files.values():
             collection.close()
+        executor, self._executor = self._executor, None
+        if executor is not None and self._executor_pid == os.getpid():
+            executor.shutdown()
