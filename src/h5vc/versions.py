@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import h5py
 import numpy as np
@@ -239,21 +239,24 @@ def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
 # -- per-file state ------------------------------------------------------------------
 
 
-class LRUCache(dict[tuple[str, str], Any]):
+K = TypeVar("K")
+
+
+class LRUCache(dict[K, Any]):
     """A dict that forgets its least recently used entries beyond ``maxsize``."""
 
     def __init__(self, maxsize: int):
         super().__init__()
         self.maxsize = maxsize
 
-    def get(self, key: tuple[str, str], default: Any = None) -> Any:
+    def get(self, key: K, default: Any = None) -> Any:
         if key not in self:
             return default
         value = self.pop(key)
         super().__setitem__(key, value)  # now the most recent
         return value
 
-    def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+    def __setitem__(self, key: K, value: Any) -> None:
         self.pop(key, None)
         super().__setitem__(key, value)
         while len(self) > self.maxsize:
@@ -297,10 +300,13 @@ class FileState:
             )
         self.log = VersionLog(self.versions, self.version_data)
         self._stores: dict[str, RawDataStore] = {}
-        self._chunk_maps = LRUCache(CACHED_CHUNK_MAPS)
+        self._chunk_maps: LRUCache[tuple[str, str]] = LRUCache(CACHED_CHUNK_MAPS)
+        # Object addresses are reused once an object is freed: this cache is dropped
+        # whenever objects are deleted (drop_caches, after a failed commit or deletion).
+        self._chunk_maps_by_address: LRUCache[int] = LRUCache(CACHED_CHUNK_MAPS)
         #: Read-only views of committed objects, keyed by (version, path); they
         #: never change until versions are deleted or rewritten (see forget()).
-        self.committed_objects = LRUCache(CACHED_CHUNK_MAPS)
+        self.committed_objects: LRUCache[tuple[str, str]] = LRUCache(CACHED_CHUNK_MAPS)
 
     @property
     def h5vc_layout(self) -> bool:
@@ -362,21 +368,34 @@ class FileState:
         return store
 
     def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
-        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once."""
+        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once.
+
+        A dataset hard-linked into later versions is one object: its map is also found
+        by object address, so a dataset edited every n-th commit is not parsed again.
+        """
         key = (version, path.strip("/"))
         cached = self._chunk_maps.get(key)
         if cached is None:
-            cached = read_chunk_map(dataset, dataset_chunks(dataset))
+            address = _address(dataset)
+            cached = self._chunk_maps_by_address.get(address)
+            if cached is None:
+                cached = read_chunk_map(dataset, dataset_chunks(dataset))
+                self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached
         return cached
 
-    def remember_chunk_map(self, version: str, path: str, chunk_map: ChunkMap) -> None:
+    def remember_chunk_map(
+        self, version: str, path: str, dataset: h5py.Dataset, chunk_map: ChunkMap
+    ) -> None:
+        """Cache the chunk map of ``dataset``, just written as ``path`` of ``version``."""
         self._chunk_maps[(version, path.strip("/"))] = chunk_map
+        self._chunk_maps_by_address[_address(dataset)] = chunk_map
 
     def drop_caches(self) -> None:
         """Release every cached object (they hold HDF5 objects open)."""
         self._stores.clear()
         self._chunk_maps.clear()
+        self._chunk_maps_by_address.clear()
         self.committed_objects.clear()
 
     def forget(self) -> None:
@@ -488,6 +507,7 @@ def commit_version(
         attrs[layout.ATTR_COMMITTED] = np.bool_(True)  # the commit marker, written last
     except BaseException:
         del state.versions[name]
+        state.drop_caches()  # the partial version's objects are gone; addresses get reused
         raise
     if state.h5vc_layout:
         timeindex.append_entry(state.version_data, ts, name)
@@ -535,7 +555,7 @@ def _copy_object(
     )
     for key, value in read_attributes(obj.attrs, frozenset()).items():
         dset.attrs[key] = value
-    state.remember_chunk_map(version, path, chunk_map)
+    state.remember_chunk_map(version, path, dset, chunk_map)
 
 
 def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
@@ -575,7 +595,7 @@ def _write_dataset(
     attrs[layout.ATTR_RAW_DATA] = store.raw_data.name
     for key, value in spec.attrs.items():
         attrs[key] = value
-    state.remember_chunk_map(version, spec.path, chunk_map)
+    state.remember_chunk_map(version, spec.path, dset, chunk_map)
 
 
 def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:
@@ -599,3 +619,8 @@ def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: 
     if coords:
         slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
     return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
+
+
+def _address(obj: h5py.HLObject) -> int:
+    """The HDF5 object address: equal for every hard link to one object."""
+    return int(h5py.h5o.get_info(obj.id).addr)

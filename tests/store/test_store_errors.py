@@ -153,6 +153,28 @@ def test_changing_dtype_or_chunks_later(filled: VersionedHDF5File, h5file, kwarg
     assert "v2" not in filled
 
 
+def test_commit_failing_after_a_write_leaves_later_commits_correct(
+    filled: VersionedHDF5File, h5file
+) -> None:
+    # "m" is written (and its chunk map cached) before "x" fails; the partial version's
+    # objects are freed, and objects of later commits may reuse their file space.
+    def edit(g):
+        g["m"][0, :] = 7
+        del g["x"]
+        g.create_dataset("x", data=np.arange(10), chunks=(5,))
+
+    assert_unchanged(h5file, stage(filled, "v2", edit), MetadataMismatchError)
+    expected = np.zeros((3, 4))
+    for number in range(2, 6):
+        with filled.stage_version(f"v{number}") as g:
+            g["m"][number % 3, number % 4] = number
+            g["x"][number] = -number
+        expected[number % 3, number % 4] = number
+        np.testing.assert_array_equal(filled[f"v{number}"]["m"][:], expected)
+    np.testing.assert_array_equal(filled["v1"]["m"][:], np.zeros((3, 4)))
+    np.testing.assert_array_equal(filled["v5"]["x"][:], [0, 1, -2, -3, -4, -5, 6, 7, 8, 9])
+
+
 def test_same_dtype_and_chunks_may_be_recreated(filled: VersionedHDF5File) -> None:
     with filled.stage_version("v2") as g:
         del g["x"]
