@@ -245,7 +245,9 @@ class CommittedDataset(_DatasetBase):
 
     def __getitem__(self, index: Any) -> Any:
         if self._direct is None:
-            self._direct = DirectReader(self._chunk_map, self._raw_data)
+            dtype = self.dtype
+            fill = default_fill(dtype) if dtype.kind == "O" else self._fillvalue
+            self._direct = DirectReader(self._chunk_map, self._raw_data, fill)
         result = self._direct.read(index)
         if result is None:
             return super().__getitem__(index)

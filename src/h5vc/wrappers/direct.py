@@ -1,33 +1,50 @@
-"""Direct reads of committed data: a basic selection inside one run of ``raw_data``.
+"""Direct reads of committed data: basic selections served straight from ``raw_data``.
 
-Most small reads (``dset[i]``, ``dset[a:b]`` within a run of chunks) need exactly one
-contiguous block of ``raw_data`` rows.  :class:`DirectReader` recognises them with a few
-integer operations and hands them to h5py as one plain slice, which h5py serves through
-its own fast path; every other selection returns ``None`` and goes through the staging
-engine.  Both give the same result: this is a shortcut, not a second semantics.
+A basic index (integers and slices with step 1) selects a box of the dataset. Inside one
+run of chunks the box is one contiguous block of ``raw_data`` rows, which h5py serves
+through its own fast path. A box that spans several runs or chunk columns is cut into
+one piece per run and column, and each piece is one low-level ``H5Dread`` from its
+``raw_data`` rows into its place in the output (fill chunks are filled in). Every other
+selection returns ``None`` and goes through the staging engine. Both give the same
+result: this is a shortcut, not a second semantics.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import h5py
 import numpy as np
+from h5py import h5s
 
 from h5vc.store.chunkmap import ChunkMap
 
-__all__ = ["DirectReader"]
+__all__ = ["DirectReader", "MAX_PIECES"]
+
+#: Boxes cut into more pieces than this go through the staging engine, whose plans
+#: handle any number of runs without a Python loop per chunk column.
+MAX_PIECES = 256
 
 
 class DirectReader:
-    """Serve basic selections that fall in one run of one column of chunks."""
+    """Serve basic selections of a committed dataset from ``raw_data``."""
 
-    __slots__ = ("_chunks", "_column_strides", "_raw_data", "_run_ids", "_shape", "_slots")
+    __slots__ = (
+        "_chunks",
+        "_column_strides",
+        "_fill",
+        "_raw_data",
+        "_run_ids",
+        "_shape",
+        "_slots",
+    )
 
-    def __init__(self, chunk_map: ChunkMap, raw_data: h5py.Dataset):
+    def __init__(self, chunk_map: ChunkMap, raw_data: h5py.Dataset, fillvalue: Any = None):
         self._shape = chunk_map.shape
         self._chunks = chunk_map.chunks
         self._raw_data = raw_data
+        self._fill = fillvalue
         self._slots: np.ndarray | None = None
         self._run_ids: np.ndarray | None = None
         if chunk_map.slots.size:
@@ -49,45 +66,104 @@ class DirectReader:
         shape = self._shape
         if len(index) > len(shape):
             return None
-        raw_index: list[int | slice] = []
-        column = 0
-        first_row = last_row = 0
+        box: list[tuple[int, int, bool]] = []  # start, stop, indexed by an integer
         for axis, size in enumerate(shape):
             item = index[axis] if axis < len(index) else slice(None)
-            chunk = self._chunks[axis]
             if type(item) is int:
                 if not -size <= item < size:
                     return None  # let the engine raise numpy's IndexError
                 start = item + size if item < 0 else item
-                stop = start + 1
+                box.append((start, start + 1, True))
             elif type(item) is slice:
                 if item.step not in (None, 1):
                     return None
                 start, stop, _ = item.indices(size)
                 if stop <= start:
                     return None
+                box.append((start, stop, False))
             else:
                 return None
-            first, last = start // chunk, (stop - 1) // chunk
-            if axis == 0:
-                first_row, last_row = first, last
-                offset = start - first * chunk
-                raw_index.append(
-                    offset if type(item) is int else slice(offset, offset + stop - start)
-                )
-                continue
-            if first != last:
-                return None  # spans chunks across a column: not one block of raw_data
-            column += first * self._column_strides[axis - 1]
-            local = start - first * chunk
-            raw_index.append(local if type(item) is int else slice(local, local + stop - start))
-        run = run_ids.item(first_row, column)
-        if run < 0 or run_ids.item(last_row, column) != run:
-            return None
-        base = slots.item(first_row, column) * self._chunks[0]
-        head = raw_index[0]
-        if isinstance(head, slice):
-            raw_index[0] = slice(base + head.start, base + head.stop)
-        else:
-            raw_index[0] = base + head
+        return self._read_box(box, slots, run_ids)
+
+    def _read_box(
+        self, box: list[tuple[int, int, bool]], slots: np.ndarray, run_ids: np.ndarray
+    ) -> Any:
+        chunks = self._chunks
+        first_row, last_row = box[0][0] // chunks[0], (box[0][1] - 1) // chunks[0]
+        # Chunk ranges on the other axes, and the flat column number of each combination.
+        ranges = [
+            range(start // chunk, (stop - 1) // chunk + 1)
+            for (start, stop, _), chunk in zip(box[1:], chunks[1:])
+        ]
+        strides = self._column_strides
+        if all(len(r) == 1 for r in ranges):
+            column = sum(r[0] * stride for r, stride in zip(ranges, strides))
+            run = run_ids.item(first_row, column)
+            if run >= 0 and run_ids.item(last_row, column) == run:
+                return self._read_one_block(box, slots.item(first_row, column))
+        return self._read_pieces(box, slots, run_ids, first_row, last_row, ranges)
+
+    def _read_one_block(self, box: list[tuple[int, int, bool]], slot: int) -> Any:
+        """The box lies in one run: one slice of ``raw_data``, through h5py."""
+        raw_index: list[int | slice] = []
+        for axis, ((start, stop, is_int), chunk) in enumerate(zip(box, self._chunks)):
+            base = slot * chunk if axis == 0 else 0
+            local = start - (start // chunk) * chunk + base
+            raw_index.append(local if is_int else slice(local, local + stop - start))
         return self._raw_data[tuple(raw_index)]
+
+    def _read_pieces(
+        self,
+        box: list[tuple[int, int, bool]],
+        slots: np.ndarray,
+        run_ids: np.ndarray,
+        first_row: int,
+        last_row: int,
+        ranges: list[range],
+    ) -> Any:
+        raw_data = self._raw_data
+        if raw_data.dtype.kind == "O":
+            return None  # variable-length data: the engine converts it
+        chunks = self._chunks
+        strides = self._column_strides
+        row_start, row_stop, _ = box[0]
+        pieces: list[tuple[list[int], list[int], list[int], bool]] = []  # src, dst, count, fill
+        for chunk_coords in itertools.product(*ranges):
+            column = sum(c * stride for c, stride in zip(chunk_coords, strides))
+            src_rest, dst_rest, count_rest = [], [], []
+            for (start, stop, _), c, chunk in zip(box[1:], chunk_coords, chunks[1:]):
+                low, high = max(start, c * chunk), min(stop, (c + 1) * chunk)
+                src_rest.append(low - c * chunk)
+                dst_rest.append(low - start)
+                count_rest.append(high - low)
+            ids = run_ids[first_row : last_row + 1, column]
+            cuts = np.flatnonzero(ids[1:] != ids[:-1]) + 1
+            for a, b in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ids)]):
+                row_a, row_b = first_row + a, first_row + b - 1
+                low = max(row_start, row_a * chunks[0])
+                high = min(row_stop, (row_b + 1) * chunks[0])
+                is_fill = ids.item(a) < 0
+                slot = 0 if is_fill else slots.item(row_a, column)
+                src = [slot * chunks[0] + low - row_a * chunks[0], *src_rest]
+                pieces.append(
+                    (src, [low - row_start, *dst_rest], [high - low, *count_rest], is_fill)
+                )
+            if len(pieces) > MAX_PIECES:
+                return None
+        out = np.empty(tuple(stop - start for start, stop, _ in box), dtype=raw_data.dtype)
+        file_space = raw_data.id.get_space()
+        memory_space = h5s.create_simple(out.shape)
+        read = raw_data.id.read
+        fill = np.zeros((), out.dtype) if self._fill is None else self._fill
+        for src, dst, count, is_fill in pieces:
+            if is_fill:
+                region = tuple(slice(d, d + n) for d, n in zip(dst, count))
+                out[region] = fill
+                continue
+            ones = (1,) * len(count)
+            file_space.select_hyperslab(tuple(src), ones, block=tuple(count))
+            memory_space.select_hyperslab(tuple(dst), ones, block=tuple(count))
+            read(memory_space, file_space, out)
+        if any(is_int for _, _, is_int in box):
+            return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
+        return out
