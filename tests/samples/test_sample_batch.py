@@ -160,9 +160,9 @@ def test_read_many_takes_records_and_strings_and_iterables(tmp_path: pathlib.Pat
 
 def test_read_many_spans_windows_and_files(tmp_path: pathlib.Path) -> None:
     store = make_store(tmp_path, "01", BLOSC, collection_count=3, collection_size=40)
-    samples = smooth_samples(BATCH_WINDOW + 90, seed=4)
+    samples = smooth_samples(2 * BATCH_WINDOW + 5, seed=4)  # three windows
     records = write(store, samples)
-    assert len(store.collection_files()) == 3
+    assert len(store.collection_files()) >= 3  # 120 samples per file
     order = np.random.default_rng(5).permutation(len(records))
     with store.reader(threads=1) as reader:
         batch = reader.read_many([records[i] for i in order])

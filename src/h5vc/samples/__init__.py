@@ -14,6 +14,7 @@ Example::
         record = writer.write(image)
     with store.reader() as reader:
         image = reader.read(record)
+        images = reader.read_many([record, record])  # a batch, decoded on a few threads
 """
 
 from h5vc.samples.options import COMPLIBS, Compression, default_compression, parse_compression

@@ -52,7 +52,7 @@ _INDEX_SUFFIX = ".index"
 #: At most this many decoding threads per reader unless asked for more.
 _MAX_DEFAULT_THREADS = 4
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
-BATCH_WINDOW = 256
+BATCH_WINDOW = 128
 
 
 def content_digest(array: np.ndarray) -> str:
