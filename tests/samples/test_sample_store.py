@@ -120,6 +120,20 @@ def test_scalar_samples(tmp_path: pathlib.Path, backend: str) -> None:
         assert [reader.read(r)[()] for r in records] == [7, -3, 2**40]
 
 
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_samples_with_a_zero_length_axis(tmp_path: pathlib.Path, backend: str) -> None:
+    store = SampleStore(tmp_path / "s", backend, (3, 0), "float32")
+    with store.writer() as writer:
+        first = writer.write(np.zeros((3, 0), np.float32))
+        again = writer.write(np.empty((3, 0), np.float32))
+    assert first == again  # no data: one stored sample
+    assert decode_record(first).shape == (3, 0)
+    with store.reader() as reader:
+        got = reader.read(first)
+        assert got.shape == (3, 0) and got.dtype == np.float32
+        assert [a.shape for a in reader.read_many([first, again])] == [(3, 0), (3, 0)]
+
+
 def test_sessions_start_new_files_and_never_rewrite_old_ones(tmp_path: pathlib.Path) -> None:
     store = make_store(tmp_path, "01", collection_count=2, collection_size=2)
     first = images(6, seed=1)

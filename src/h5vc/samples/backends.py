@@ -192,6 +192,8 @@ class CollectionWriter:
         schema = self.schema
         options: dict[str, Any] = {
             "shape": (schema.collection_size, *schema.shape),
+            # A zero-length axis is resizable: HDF5 then accepts its chunk extent of 1.
+            "maxshape": (schema.collection_size, *(dim or None for dim in schema.shape)),
             "dtype": schema.dtype,
             "chunks": chunk_shape(schema),
             "fillvalue": np.zeros((), schema.dtype),
