@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import xxhash
 
+from h5vc.chunking import next_prime
 from h5vc.errors import (
     CorruptDataError,
     DataFileNotFoundError,
@@ -20,7 +21,7 @@ from h5vc.errors import (
     SchemaMismatchError,
 )
 from h5vc.samples import Record00, Record01, SampleStore, decode_record
-from h5vc.samples.backends import cache_settings, chunk_shape, next_prime
+from h5vc.samples.backends import cache_settings, chunk_shape
 
 GZIP = {"complib": "gzip", "complevel": 4, "shuffle": True}
 
@@ -407,23 +408,21 @@ def test_00_chunk_cache_follows_the_chunk_geometry(
     chunks_per_dataset = -(-250 // chunks[0]) * int(
         np.prod([-(-max(d, 1) // c) for d, c in zip(shape, chunks[1:])])
     )
-    assert cache.rdcc_nbytes >= max(chunk_bytes, 1024 * 1024)
-    assert cache.rdcc_nslots == next_prime(
-        min(100 * (cache.rdcc_nbytes // chunk_bytes), chunks_per_dataset)
-    )
-    assert cache.rdcc_w0 == 1.0
+    assert cache.nbytes >= max(chunk_bytes, 1024 * 1024)
+    assert cache.nslots == next_prime(min(100 * (cache.nbytes // chunk_bytes), chunks_per_dataset))
+    assert cache.w0 == 1.0
     with store.writer() as writer:
         record = writer.write(np.ones(shape, dtype))
     with store.reader() as reader:
         reader.read(record)
         (collection,) = reader._files.values()
         _, nslots, nbytes, w0 = collection.h5file.id.get_access_plist().get_cache()
-    assert (nslots, nbytes, w0) == (cache.rdcc_nslots, cache.rdcc_nbytes, cache.rdcc_w0)
+    assert (nslots, nbytes, w0) == (cache.nslots, cache.nbytes, cache.w0)
 
 
 def test_01_chunk_cache_is_off(tmp_path: pathlib.Path) -> None:
     store = SampleStore(tmp_path / "s", "01", (224, 224), "uint8")
-    assert cache_settings(store.schema).rdcc_nbytes == 0
+    assert cache_settings(store.schema).nbytes == 0
     assert chunk_shape(store.schema) == (1, 224, 224)
 
 

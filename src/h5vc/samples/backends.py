@@ -18,13 +18,13 @@ import os
 import pathlib
 import secrets
 import string
-from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 import xxhash
 
+from h5vc.chunking import ChunkCache, next_prime
 from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
 from h5vc.samples.chunks import ChunkDecoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
@@ -32,7 +32,6 @@ from h5vc.samples.schema import Schema
 
 __all__ = [
     "CHUNK_TARGET_BYTES",
-    "CacheSettings",
     "CollectionWriter",
     "CollectionReader",
     "RecordChecker",
@@ -42,7 +41,6 @@ __all__ = [
     "collection_path",
     "decode_sample",
     "index_path",
-    "next_prime",
 ]
 
 #: Backend ``00`` chunks are about this size (bytes, before compression).
@@ -53,14 +51,6 @@ _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
-
-
-def next_prime(n: int) -> int:
-    """The smallest prime >= ``n`` (and >= 2)."""
-    candidate = max(n, 2)
-    while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):
-        candidate += 1
-    return candidate
 
 
 def chunk_shape(schema: Schema) -> tuple[int, ...]:
@@ -79,23 +69,7 @@ def chunk_shape(schema: Schema) -> tuple[int, ...]:
     return (samples_per_chunk, *sample_chunk)
 
 
-@dataclass(frozen=True, slots=True)
-class CacheSettings:
-    """HDF5 raw-data chunk cache parameters, as ``h5py.File`` keyword arguments."""
-
-    rdcc_nbytes: int
-    rdcc_nslots: int
-    rdcc_w0: float
-
-    def kwargs(self) -> dict[str, Any]:
-        return {
-            "rdcc_nbytes": self.rdcc_nbytes,
-            "rdcc_nslots": self.rdcc_nslots,
-            "rdcc_w0": self.rdcc_w0,
-        }
-
-
-def cache_settings(schema: Schema) -> CacheSettings:
+def cache_settings(schema: Schema) -> ChunkCache:
     """Chunk cache for the datasets of a collection file.
 
     Backend ``01``: off (every read and write covers exactly one whole chunk). Backend
@@ -106,7 +80,7 @@ def cache_settings(schema: Schema) -> CacheSettings:
     fully read or written chunks are the right ones to evict first.
     """
     if schema.backend == "01":
-        return CacheSettings(0, 1, 1.0)
+        return ChunkCache(0, 1, 1.0)
     chunks = chunk_shape(schema)
     chunk_bytes = math.prod(chunks) * schema.dtype.itemsize
     per_sample = math.prod(-(-max(dim, 1) // c) for dim, c in zip(schema.shape, chunks[1:]))
@@ -114,7 +88,7 @@ def cache_settings(schema: Schema) -> CacheSettings:
     nbytes = max(nbytes, chunk_bytes)
     chunks_per_dataset = -(-schema.collection_size // chunks[0]) * per_sample
     nslots = next_prime(min(100 * max(1, nbytes // chunk_bytes), chunks_per_dataset))
-    return CacheSettings(nbytes, nslots, 1.0)
+    return ChunkCache(nbytes, nslots, 1.0)
 
 
 def collection_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
@@ -158,12 +132,12 @@ class _SampleIO:
         self.dataset.id.read(*self._spaces(index, out.shape), out)
 
 
-def _create_file(directory: pathlib.Path, cache: CacheSettings) -> tuple[str, h5py.File]:
+def _create_file(directory: pathlib.Path, cache: ChunkCache) -> tuple[str, h5py.File]:
     for _ in range(100):
         uid = "".join(secrets.choice(_UID_ALPHABET) for _ in range(_UID_LENGTH))
         try:
             h5file = h5py.File(
-                collection_path(directory, uid), "x", libver="latest", **cache.kwargs()
+                collection_path(directory, uid), "x", libver="latest", **cache.as_h5py_kwargs()
             )
         except FileExistsError:
             continue
@@ -277,7 +251,7 @@ class CollectionReader:
                 "r",
                 libver="latest",
                 swmr=True,
-                **cache_settings(self.schema).kwargs(),
+                **cache_settings(self.schema).as_h5py_kwargs(),
             )
         except FileNotFoundError as err:
             raise DataFileNotFoundError(
