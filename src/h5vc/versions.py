@@ -47,6 +47,7 @@ __all__ = [
     "commit_version",
     "parse_timestamp",
     "format_timestamp",
+    "object_address",
 ]
 
 
@@ -376,7 +377,7 @@ class FileState:
         key = (version, path.strip("/"))
         cached = self._chunk_maps.get(key)
         if cached is None:
-            address = _address(dataset)
+            address = object_address(dataset)
             cached = self._chunk_maps_by_address.get(address)
             if cached is None:
                 cached = read_chunk_map(dataset, dataset_chunks(dataset))
@@ -389,7 +390,7 @@ class FileState:
     ) -> None:
         """Cache the chunk map of ``dataset``, just written as ``path`` of ``version``."""
         self._chunk_maps[(version, path.strip("/"))] = chunk_map
-        self._chunk_maps_by_address[_address(dataset)] = chunk_map
+        self._chunk_maps_by_address[object_address(dataset)] = chunk_map
 
     def drop_caches(self) -> None:
         """Release every cached object (they hold HDF5 objects open)."""
@@ -621,6 +622,6 @@ def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: 
     return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
 
 
-def _address(obj: h5py.HLObject) -> int:
+def object_address(obj: h5py.HLObject) -> int:
     """The HDF5 object address: equal for every hard link to one object."""
     return int(h5py.h5o.get_info(obj.id).addr)

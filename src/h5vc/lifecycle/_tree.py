@@ -21,6 +21,7 @@ from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 from h5vc.versions import FileState, dataset_chunks
+from h5vc.versions import object_address as address
 
 __all__ = [
     "DatasetNotFoundError",
@@ -46,11 +47,6 @@ def as_versioned(f: VersionedHDF5File | h5py.Group) -> VersionedHDF5File:
         f"Expected a VersionedHDF5File or an open h5py.File or h5py.Group. "
         f"Got {type(f).__name__} instead."
     )
-
-
-def address(obj: h5py.HLObject) -> int:
-    """The HDF5 object address: equal for every hard link to one object."""
-    return int(h5py.h5o.get_info(obj.id).addr)
 
 
 def walk_version(
