@@ -3,8 +3,9 @@
 A basic index (integers and slices with step 1) selects a box of the dataset. Inside one
 run of chunks the box is one contiguous block of ``raw_data`` rows, which h5py serves
 through its own fast path. A box that spans several runs or chunk columns is cut into
-one piece per run and column, and each piece is one low-level ``H5Dread`` from its
-``raw_data`` rows into its place in the output (fill chunks are filled in). Every other
+one piece per run and column, and each piece is one low-level ``H5Dread`` (the staging
+engine's :func:`~h5vc.staging.transfer.read_many_slices`) from its ``raw_data`` rows into
+its place in the output (fill chunks are filled in). Every other
 selection returns ``None`` and goes through the staging engine. Both give the same
 result: this is a shortcut, not a second semantics.
 """
@@ -16,8 +17,8 @@ from typing import Any
 
 import h5py
 import numpy as np
-from h5py import h5s
 
+from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
 
 __all__ = ["DirectReader", "MAX_PIECES"]
@@ -151,19 +152,15 @@ class DirectReader:
             if len(pieces) > MAX_PIECES:
                 return None
         out = np.empty(tuple(stop - start for start, stop, _ in box), dtype=raw_data.dtype)
-        file_space = raw_data.id.get_space()
-        memory_space = h5s.create_simple(out.shape)
-        read = raw_data.id.read
         fill = np.zeros((), out.dtype) if self._fill is None else self._fill
-        for src, dst, count, is_fill in pieces:
+        stored = [piece for piece in pieces if not piece[3]]
+        for _, dst, count, is_fill in pieces:
             if is_fill:
-                region = tuple(slice(d, d + n) for d, n in zip(dst, count))
-                out[region] = fill
-                continue
-            ones = (1,) * len(count)
-            file_space.select_hyperslab(tuple(src), ones, block=tuple(count))
-            memory_space.select_hyperslab(tuple(dst), ones, block=tuple(count))
-            read(memory_space, file_space, out)
+                out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = fill
+        if stored:
+            src_starts, dst_starts, counts, _ = (np.asarray(c) for c in zip(*stored))
+            ones = (1,) * out.ndim
+            read_many_slices(raw_data, out, src_starts, dst_starts, counts, ones, ones)
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
         return out
