@@ -49,7 +49,7 @@ class VersionedHDF5File:
                 f"Expected an open h5py.File or h5py.Group. Got {type(f).__name__} instead."
             )
         self._file = f
-        self._state: FileState | None = FileState(f)
+        self._state: FileState | None = FileState.shared(f)
 
     # -- state --------------------------------------------------------------------
 
@@ -209,6 +209,9 @@ class VersionedHDF5File:
                 message=message,
                 author=author,
             )
+        except BaseException:
+            state.undo_writes()  # chunks written while staging (large new datasets)
+            raise
         finally:
             group.close_staging(
                 f"Version {name!r} is no longer being staged; open it with "

@@ -13,13 +13,16 @@ element (see :func:`_object_bytes`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches"]
+__all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 #: Bytes per batch of :func:`hash_in_batches`: smaller writes are hashed inline;
 #: larger ones hash the next batch on a background thread (hashlib releases the
@@ -61,14 +64,29 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+def prefetch(func: Callable[[T], R], items: Iterable[T]) -> Iterator[R]:
+    """``func(item)`` for every item, in order, one item ahead on a background thread.
+
+    While the caller works on one result (typically writing it to HDF5), the next
+    one is computed; hashing and numpy copies release the GIL, so the two overlap.
+    """
+    iterator = iter(items)
+    try:
+        item = next(iterator)
+    except StopIteration:
+        return
+    future = _pool().submit(func, item)
+    for item in iterator:
+        result = future.result()
+        future = _pool().submit(func, item)
+        yield result
+    yield future.result()
+
+
 def hash_in_batches(
     chunks: Sequence[np.ndarray], batch_bytes: int = HASH_BATCH_BYTES
 ) -> Iterator[tuple[Sequence[np.ndarray], list[bytes]]]:
-    """Yield ``(batch, digests)``; the next batch is hashed while the caller works.
-
-    The caller's work on a batch (typically writing it to HDF5) overlaps with the
-    hashing of the next one on a background thread.
-    """
+    """Yield ``(batch, digests)``; the next batch is hashed while the caller works."""
     if not chunks:
         return
     per_chunk = max(1, chunks[0].nbytes)
@@ -76,13 +94,8 @@ def hash_in_batches(
     if len(chunks) <= size or chunks[0].dtype.kind == "O":
         yield chunks, _hash_all(chunks)
         return
-    bounds = [*range(0, len(chunks), size), len(chunks)]
-    future = _pool().submit(_hash_all, chunks[bounds[0] : bounds[1]])
-    for start, stop, after in zip(bounds, bounds[1:], [*bounds[2:], None]):
-        digests = future.result()
-        if after is not None:
-            future = _pool().submit(_hash_all, chunks[stop:after])
-        yield chunks[start:stop], digests
+    batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
+    yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches)
 
 
 def fill_chunk_hash(shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any) -> bytes:

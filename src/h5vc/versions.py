@@ -14,6 +14,7 @@ fails before, the partial group is removed and every earlier version is intact.
 from __future__ import annotations
 
 import bisect
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -269,7 +270,21 @@ CACHED_CHUNK_MAPS = 256
 
 
 class FileState:
-    """The open state of one versioned root (a file or any group)."""
+    """The open state of one versioned root (a file or any group).
+
+    Get it with :meth:`shared`: every :class:`~h5vc.VersionedHDF5File` over the same
+    root of the same open file shares one state, so what one of them changes (a
+    deletion moves chunks to other slots) is never hidden from another by its caches.
+    """
+
+    @classmethod
+    def shared(cls, root: h5py.Group) -> FileState:
+        """The state of ``root``, shared with every other user of it in this process."""
+        key = (root.file.id.fileno, root.name or "/", root.file.mode)
+        state = _SHARED_STATES.get(key)
+        if state is None or not state.root.id.valid:
+            state = _SHARED_STATES[key] = cls(root)
+        return state
 
     def __init__(self, root: h5py.Group):
         self.root = root
@@ -301,6 +316,9 @@ class FileState:
             )
         self.log = VersionLog(self.versions, self.version_data)
         self._stores: dict[str, RawDataStore] = {}
+        #: Stores written since the last commit (or abort), with what undoes the writes:
+        #: a checkpoint, or for a store created meanwhile the topmost group created.
+        self._written: dict[str, tuple[RawDataStore, tuple[int, int, int] | str]] = {}
         self._chunk_maps: LRUCache[tuple[str, str]] = LRUCache(CACHED_CHUNK_MAPS)
         # Object addresses are reused once an object is freed: this cache is dropped
         # whenever objects are deleted (drop_caches, after a failed commit or deletion).
@@ -362,11 +380,59 @@ class FileState:
         self._stores[path] = store
         return store
 
-    def create_store(self, path: str, **kwargs: Any) -> RawDataStore:
+    def writable_store(
+        self,
+        path: str,
+        *,
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        fillvalue: Any,
+        filters: dict[str, Any],
+    ) -> RawDataStore:
+        """The store of dataset ``path`` to write chunks to, created if there is none.
+
+        Raises if an existing store has another dtype or chunk shape. Every store
+        returned is remembered until :meth:`end_writes`, so :meth:`undo_writes` can
+        take back what was written to it.
+        """
         path = path.strip("/")
-        store = RawDataStore.create(self.version_data, path, **kwargs)
+        store = self.store(path)
+        if store is not None:
+            store.check_compatible(path, dtype, chunks)
+            if path not in self._written:
+                self._written[path] = (store, store.checkpoint())
+            return store
+        parts = path.split("/")
+        depth = next(
+            i for i in range(1, len(parts) + 1) if "/".join(parts[:i]) not in self.version_data
+        )
+        store = RawDataStore.create(
+            self.version_data,
+            path,
+            dtype=dtype,
+            chunks=chunks,
+            fillvalue=fillvalue,
+            filters=filters,
+        )
         self._stores[path] = store
+        self._written[path] = (store, "/".join(parts[:depth]))
         return store
+
+    def end_writes(self) -> None:
+        """The writes since the last call are committed: nothing to undo any more."""
+        self._written.clear()
+
+    def undo_writes(self) -> None:
+        """Take back every chunk stored since the last commit (a stage was abandoned or
+        its commit failed): stores created meanwhile are removed, the others cut back."""
+        written, self._written = self._written, {}
+        for store, undo in reversed(written.values()):
+            if isinstance(undo, str):
+                if undo in self.version_data:
+                    del self.version_data[undo]
+            else:
+                store.rollback(undo)
+        self.drop_caches()
 
     def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
         """The chunk map of ``dataset`` (``path`` in ``version``), parsed once.
@@ -403,6 +469,12 @@ class FileState:
         """Drop every cache (after the file was rewritten underneath)."""
         self.drop_caches()
         self.log.reload()
+
+
+#: The state of every versioned root in use, by (file number, root name, file mode).
+_SHARED_STATES: weakref.WeakValueDictionary[tuple[int, str, str], FileState] = (
+    weakref.WeakValueDictionary()
+)
 
 
 def dataset_chunks(dataset: h5py.Dataset) -> tuple[int, ...]:
@@ -508,8 +580,9 @@ def commit_version(
         attrs[layout.ATTR_COMMITTED] = np.bool_(True)  # the commit marker, written last
     except BaseException:
         del state.versions[name]
-        state.drop_caches()  # the partial version's objects are gone; addresses get reused
+        state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
         raise
+    state.end_writes()
     if state.h5vc_layout:
         timeindex.append_entry(state.version_data, ts, name)
     info = VersionInfo(name, prev_version, ts, message, author)
@@ -570,19 +643,14 @@ def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
 def _write_dataset(
     state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
 ) -> None:
-    array = spec.array
-    store = state.store(spec.path)
-    if store is None:
-        store = state.create_store(
-            spec.path,
-            dtype=spec.dtype,
-            chunks=spec.chunks,
-            fillvalue=spec.fillvalue,
-            filters=spec.filters,
-        )
-    else:
-        store.check_compatible(spec.path, spec.dtype, spec.chunks)
-    chunk_map = staged_chunk_map(array, store, spec.fillvalue)
+    store = state.writable_store(
+        spec.path,
+        dtype=spec.dtype,
+        chunks=spec.chunks,
+        fillvalue=spec.fillvalue,
+        filters=spec.filters,
+    )
+    chunk_map = staged_chunk_map(spec.array, store, spec.fillvalue)
     dset = create_virtual_dataset(
         group,
         name,

@@ -60,3 +60,12 @@ def snapshot() -> Callable[[str], dict[str, object]]:
             return snapshot_group(f)
 
     return take
+
+
+@pytest.fixture(params=["staged", "written through"])
+def creation_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test twice: datasets created with data are staged in memory, then
+    written to the file right away (as large ones are)."""
+    if request.param == "written through":
+        monkeypatch.setattr(h5vc.wrappers.group, "WRITE_THROUGH_BYTES", 0)
+    return str(request.param)

@@ -9,6 +9,8 @@ from store_helpers import assert_same_array
 
 from h5vc import VersionedHDF5File
 
+pytestmark = pytest.mark.usefixtures("creation_path")
+
 NUMERIC = [
     "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
     "f2", "f4", "f8", "c8", "c16", "bool",

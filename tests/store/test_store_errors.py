@@ -22,6 +22,8 @@ from h5vc import (
     VersionNotFoundError,
 )
 
+pytestmark = pytest.mark.usefixtures("creation_path")
+
 UTC = datetime.timezone.utc
 
 

@@ -12,14 +12,15 @@ to, so a commit costs O(chunks written), not O(chunks ever stored).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import h5py
 import numpy as np
 
 from h5vc.errors import MetadataMismatchError
-from h5vc.hashing import fill_chunk_hash, hash_in_batches
+from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -46,6 +47,7 @@ class RawDataStore:
             else tuple(self.raw_data.chunks)
         )
         self._index: dict[bytes, int] | None = None
+        self._n_slots: int | None = None
         self._fillvalue: Any = None
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
 
@@ -117,7 +119,9 @@ class RawDataStore:
     @property
     def n_slots(self) -> int:
         """Number of chunk slots in raw_data."""
-        return self.raw_data.shape[0] // self.chunks[0]
+        if self._n_slots is None:
+            self._n_slots = self.raw_data.shape[0] // self.chunks[0]
+        return self._n_slots
 
     @property
     def index(self) -> dict[bytes, int]:
@@ -151,30 +155,58 @@ class RawDataStore:
         count, are written after all the chunks.
         """
         slots = np.empty(len(chunks), dtype=np.int64)
-        new_digests: list[bytes] = []
-        new_rows: list[int] = []
-        writer = _BatchWriter(self, _fill_scalar(self.raw_data.dtype, fillvalue), skip_fill)
+        writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
         for batch, digests in hash_in_batches(chunks):
-            writer.place(batch, digests, slots[offset : offset + len(batch)])
+            writer.place(batch, digests, None, slots[offset : offset + len(batch)])
             offset += len(batch)
-        new_digests, new_rows = writer.new_digests, writer.new_rows
-        if new_digests:
-            self._write_rows(new_digests, new_rows)
-            self.index.update(writer.pending)
+        writer.finish()
         return slots
 
-    def _write_chunks(self, chunks: list[np.ndarray], fill: Any) -> int:
-        """Append chunks to raw_data in one write; return the first new slot."""
+    def store_array(self, values: np.ndarray, *, fillvalue: Any = None) -> np.ndarray:
+        """Store every chunk of ``values`` (chunked like this store) as :meth:`store_chunks`
+        does; return the slots as an array shaped like the chunk grid.
+
+        The chunks are taken from ``values`` batch by batch, down one chunk column
+        (axis 0) after the other, the next batch gathered and hashed on another thread
+        while the current one is written.  A C-contiguous array whose chunks span
+        whole rows (any 1-d array) is written without copying; otherwise each batch
+        is copied once into a buffer of at most :data:`~h5vc.hashing.HASH_BATCH_BYTES`.
+        """
+        shape, chunks = values.shape, self.chunks
+        grid = tuple(-(-n // c) for n, c in zip(shape, chunks))
+        slots = np.empty(grid, dtype=np.int64)
+        writer = _BatchWriter(self, fillvalue, skip_fill=True)
+        fill = writer.fill
+        chunk_bytes = max(1, math.prod(chunks) * values.dtype.itemsize)
+        jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
+        for blocks, batch, stacked, digests in prefetch(
+            lambda blocks: _gather(values, chunks, fill, blocks), jobs
+        ):
+            placed = np.empty(len(batch), dtype=np.int64)
+            writer.place(batch, digests, stacked, placed)
+            offset = 0
+            for column, first, last in blocks:
+                where: tuple[slice | int, ...] = (slice(first, last), *column)
+                slots[where] = placed[offset : offset + last - first]
+                offset += last - first
+        writer.finish()
+        return slots
+
+    def _append(self, data: np.ndarray, count: int) -> None:
+        """Write ``count`` chunks, back to back along axis 0 in ``data``, as new slots.
+
+        The last chunk may be short along axis 0; HDF5 fills the rest of its slot
+        with the fill value.
+        """
         c0 = self.chunks[0]
         first = self.n_slots
-        buffer = _stack_chunks(chunks, self.chunks, self.raw_data.dtype, fill)
-        self.raw_data.resize((first + len(chunks)) * c0, axis=0)
-        self.raw_data[first * c0 :] = buffer
-        return first
+        self.raw_data.resize((first + count) * c0, axis=0)
+        self._n_slots = first + count
+        self.raw_data[first * c0 : first * c0 + len(data)] = data
 
     def _write_rows(self, digests: list[bytes], rows_used: list[int]) -> None:
-        """Append hash-table rows for newly stored chunks, then the row count."""
+        """Append hash-table rows for the newest chunks, then the row count."""
         c0 = self.chunks[0]
         n_new = len(digests)
         first = self.n_slots - n_new
@@ -190,47 +222,94 @@ class RawDataStore:
         self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + n_new)
         self._n_rows = n_rows + n_new
 
+    # -- undoing writes -------------------------------------------------------------
+
+    def checkpoint(self) -> tuple[int, int, int]:
+        """What :meth:`rollback` returns to: raw_data, hash_table and valid-row lengths."""
+        return self.raw_data.shape[0], self.hash_table.shape[0], self._n_rows
+
+    def rollback(self, checkpoint: tuple[int, int, int]) -> None:
+        """Forget every chunk stored since ``checkpoint`` was taken."""
+        raw_rows, table_rows, n_rows = checkpoint
+        self.raw_data.resize(raw_rows, axis=0)
+        self._n_slots = None
+        self.hash_table.resize((table_rows,))
+        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows)
+        self._n_rows = n_rows
+        self._index = None  # reloaded from the file on next use
+
 
 class _BatchWriter:
-    """Deduplicates batches of hashed chunks and appends the new ones to raw_data."""
+    """Deduplicates batches of hashed chunks, appends the new ones to raw_data and
+    finally writes their hash-table rows."""
 
-    def __init__(self, store: RawDataStore, fill: Any, skip_fill: bool):
+    def __init__(self, store: RawDataStore, fillvalue: Any, skip_fill: bool):
         self.store = store
-        self.fill = fill
+        self.fill = _fill_scalar(store.raw_data.dtype, fillvalue)
         self.skip_fill = skip_fill
         self.pending: dict[bytes, int] = {}
         self.fill_digests: dict[tuple[int, ...], bytes] = {}
         self.new_digests: list[bytes] = []
         self.new_rows: list[int] = []
 
-    def _is_fill(self, chunk: np.ndarray, digest: bytes) -> bool:
-        fill_digest = self.fill_digests.get(chunk.shape)
-        if fill_digest is None:
-            fill_digest = fill_chunk_hash(chunk.shape, chunk.dtype, self.fill)
-            self.fill_digests[chunk.shape] = fill_digest
-        return digest == fill_digest
+    def _fill_digests(self, batch: Sequence[np.ndarray]) -> set[bytes]:
+        """Digests of all-fill chunks of every shape in ``batch``."""
+        if not self.skip_fill or not batch:
+            return set()
+        known = self.fill_digests
+        for shape in {chunk.shape for chunk in batch}:
+            if shape not in known:
+                known[shape] = fill_chunk_hash(shape, batch[0].dtype, self.fill)
+        return set(known.values())
 
-    def place(self, batch: Sequence[np.ndarray], digests: list[bytes], slots: np.ndarray) -> None:
+    def place(
+        self,
+        batch: Sequence[np.ndarray],
+        digests: list[bytes],
+        stacked: np.ndarray | None,
+        slots: np.ndarray,
+    ) -> None:
+        """Put the slot of each chunk of ``batch`` in ``slots``, writing new chunks.
+
+        ``stacked``, if given, holds the batch's chunks back to back along axis 0,
+        each padded to the full chunk shape except possibly the last one.
+        """
         index, pending = self.store.index, self.pending
+        fill_digests = self._fill_digests(batch)
         next_slot = self.store.n_slots
-        new_chunks: list[np.ndarray] = []
-        for i, (chunk, digest) in enumerate(zip(batch, digests)):
-            if self.skip_fill and self._is_fill(chunk, digest):
+        new: list[int] = []
+        for i, digest in enumerate(digests):
+            if digest in fill_digests:
                 slots[i] = -1
                 continue
             slot = index.get(digest)
             if slot is None:
                 slot = pending.get(digest)
             if slot is None:
-                slot = next_slot
+                slot = pending[digest] = next_slot
                 next_slot += 1
-                pending[digest] = slot
-                new_chunks.append(chunk)
+                new.append(i)
                 self.new_digests.append(digest)
-                self.new_rows.append(chunk.shape[0])
+                self.new_rows.append(batch[i].shape[0])
             slots[i] = slot
-        if new_chunks:
-            self.store._write_chunks(new_chunks, self.fill)
+        if not new:
+            return
+        chunk_shape = self.store.chunks
+        if stacked is None:
+            dtype = self.store.raw_data.dtype
+            data = _stack_chunks([batch[i] for i in new], chunk_shape, dtype, self.fill)
+        elif len(new) == len(batch):
+            data = stacked
+        else:
+            rows = (np.asarray(new)[:, None] * chunk_shape[0] + np.arange(chunk_shape[0])).ravel()
+            data = stacked[rows[rows < len(stacked)]]
+        self.store._append(data, len(new))
+
+    def finish(self) -> None:
+        """Write the hash-table rows of the chunks written, then the row count."""
+        if self.new_digests:
+            self.store._write_rows(self.new_digests, self.new_rows)
+            self.store.index.update(self.pending)
 
 
 def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
@@ -239,32 +318,61 @@ def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
     return b"" if dtype.kind == "O" else np.zeros((), dtype=dtype)[()]
 
 
-def _consecutive_view(
-    chunks: list[np.ndarray], chunk_shape: tuple[int, ...], dtype: np.dtype
-) -> np.ndarray | None:
-    """The chunks as one array without copying, if they already lie back to back.
+#: Chunks ``first:last`` along axis 0 of the chunk column at ``column`` (grid
+#: coordinates of the other axes).
+_Block = tuple[tuple[int, ...], int, int]
 
-    That is the case for a dataset created from an array: its chunks are
-    consecutive full chunks of one staged slab.  None otherwise.
-    """
-    base = chunks[0].base
-    if (
-        base is None
-        or base.dtype != dtype
-        or not base.flags.c_contiguous
-        or any(c.base is not base or c.shape != chunk_shape for c in chunks)
-        or not all(c.flags.c_contiguous for c in chunks)
-    ):
-        return None
-    nbytes = chunks[0].nbytes
-    pointers = [c.ctypes.data for c in chunks]
-    first = pointers[0]
-    if any(p != first + i * nbytes for i, p in enumerate(pointers)):
-        return None
-    start = (first - base.ctypes.data) // dtype.itemsize
-    flat = base.reshape(-1)
-    size = len(chunks) * chunks[0].size
-    return flat[start : start + size].reshape((len(chunks) * chunk_shape[0], *chunk_shape[1:]))
+
+def _column_blocks(grid: tuple[int, ...], per_batch: int) -> Iterator[list[_Block]]:
+    """Batches of at most ``per_batch`` chunks: every chunk column (axis 0) of ``grid``
+    top to bottom, columns with the axis after 0 varying fastest."""
+    batch: list[_Block] = []
+    count = 0
+    for reversed_column in np.ndindex(*grid[:0:-1]):
+        column = tuple(reversed_column[::-1])
+        first = 0
+        while first < grid[0]:
+            last = min(grid[0], first + per_batch - count)
+            batch.append((column, first, last))
+            count += last - first
+            first = last
+            if count == per_batch:
+                yield batch
+                batch, count = [], 0
+    if batch:
+        yield batch
+
+
+def _gather(
+    values: np.ndarray, chunks: tuple[int, ...], fill: Any, blocks: list[_Block]
+) -> tuple[list[_Block], list[np.ndarray], np.ndarray, list[bytes]]:
+    """The chunks of ``blocks`` of ``values`` (trimmed to its edge), stacked along axis 0,
+    and their digests."""
+    c0 = chunks[0]
+    regions = []
+    for column, first, last in blocks:
+        across = tuple(slice(j * c, (j + 1) * c) for j, c in zip(column, chunks[1:]))
+        where = (slice(first * c0, last * c0), *across)
+        regions.append(values[where])
+    if len(regions) == 1 and regions[0].flags.c_contiguous and regions[0].shape[1:] == chunks[1:]:
+        stacked = regions[0]  # already the stored layout: no copy
+        batch = [stacked[i : i + c0] for i in range(0, len(stacked), c0)]
+        return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
+    count = sum(last - first for _, first, last in blocks)
+    stacked = np.empty((count * c0, *chunks[1:]), dtype=values.dtype)
+    batch = []
+    row = 0
+    for region, (_, first, last) in zip(regions, blocks):
+        target = stacked[row : row + (last - first) * c0]
+        if region.shape != target.shape:
+            target[...] = fill
+        target[tuple(slice(0, n) for n in region.shape)] = region
+        across = tuple(slice(0, n) for n in region.shape[1:])
+        for start in range(0, len(region), c0):
+            where = (slice(start, min(start + c0, len(region))), *across)
+            batch.append(target[where])
+        row += len(target)
+    return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
 
 
 def _stack_chunks(
@@ -274,9 +382,6 @@ def _stack_chunks(
     c0 = chunk_shape[0]
     if len(chunks) == 1 and chunks[0].shape == chunk_shape:
         return np.asarray(chunks[0], dtype=dtype)
-    view = _consecutive_view(chunks, chunk_shape, dtype)
-    if view is not None:
-        return view
     buffer = np.empty((len(chunks) * c0, *tuple(chunk_shape[1:])), dtype=dtype)
     full = [chunk.shape == chunk_shape for chunk in chunks]
     i = 0

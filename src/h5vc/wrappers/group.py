@@ -12,6 +12,7 @@ from h5vc.chunking import guess_chunks
 from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
+from h5vc.store.chunkmap import ChunkMap
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
@@ -25,6 +26,10 @@ from h5vc.wrappers.dataset import (
 __all__ = ["CommittedGroup", "StagedGroup"]
 
 Node = Union["StagedGroup", StagedDataset]
+#: ``create_dataset(data=...)`` with at least this many bytes of numbers writes the
+#: chunks to the file right away instead of staging a copy in memory (undone if the
+#: version is not committed).
+WRITE_THROUGH_BYTES = 4 * 1024 * 1024
 FILTER_KEYS = ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset")
 
 
@@ -433,21 +438,33 @@ def _new_dataset(
     if existing is not None:
         existing.check_compatible(path, dtype, chunks)
     fill = default_fill(dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)[()]
+    stored_fill = fillvalue if fillvalue is not None or dtype.kind == "O" else fill
+    raw_data = existing.raw_data if existing is not None else None
     if data is None:
         array = StagedChangesArray(
             shape, chunks, dtype if dtype.kind != "O" else np.dtype(object), fill_value=fill
         )
     else:
         values = np.asarray(coerce_value(data, dtype), dtype=dtype if dtype.kind != "O" else object)
-        array = StagedChangesArray.from_array(values.reshape(shape), chunks, fill_value=fill)
+        values = values.reshape(shape)
+        if dtype.kind != "O" and values.nbytes >= WRITE_THROUGH_BYTES:
+            # Written now, as h5py would: no staged copy of a large array.
+            store = state.writable_store(
+                path, dtype=dtype, chunks=chunks, fillvalue=stored_fill, filters=filters
+            )
+            slots = store.store_array(values, fillvalue=stored_fill)
+            raw_data = store.raw_data
+            array = array_from_chunk_map(ChunkMap(shape, chunks, slots), raw_data, dtype, fill)
+        else:
+            array = StagedChangesArray.from_array(values, chunks, fill_value=fill)
     return StagedDataset(
         "/" + path,
         array,
         chunks=chunks,
-        fillvalue=fillvalue if fillvalue is not None or dtype.kind == "O" else fill,
+        fillvalue=stored_fill,
         dtype=dtype,
         attrs=StagedAttributes(None, layout.DATASET_ATTRS),
-        raw_data=existing.raw_data if existing is not None else None,
+        raw_data=raw_data,
         filters=filters,
     )
 
