@@ -63,6 +63,26 @@ def test_released_slots_are_reused_and_dedup_stays_correct(vfile) -> None:
     verify_hashes(vfile, "x")
 
 
+def test_slots_left_without_rows_by_an_interrupted_write_are_released(vfile) -> None:
+    with vfile.stage_version("v0") as group:
+        group.create_dataset("x", data=np.arange(40.0), chunks=(4,))
+    raw_data = vfile.f[f"{layout.VERSION_DATA}/x/{layout.RAW_DATA}"]
+    raw_data.resize((raw_data.shape[0] + 8,))  # two chunks written, their rows never
+    vfile.close()
+    vfile = h5vc.VersionedHDF5File(raw_data.file)
+    with vfile.stage_version("v1") as group:
+        group["x"][:] = np.arange(40.0) + 100  # stored after the two orphan slots
+    with vfile.stage_version("v2") as group:
+        group["x"][:8] = 7
+    delete_versions(vfile, ["v1"])
+    expected = np.arange(40.0) + 100
+    expected[:8] = 7
+    np.testing.assert_array_equal(vfile["v2"]["x"][:], expected)
+    np.testing.assert_array_equal(vfile["v0"]["x"][:], np.arange(40.0))
+    assert check_store(vfile.f, "x") == 10 + 9  # v0; v2 (its two chunks of 7 are one); no orphans
+    verify_hashes(vfile, "x")
+
+
 def test_current_version_moves_to_nearest_survivor(vfile, commit_series: Callable) -> None:
     commit_series(vfile, 4)
     delete_versions(vfile, ["v3", "v2"])

@@ -41,7 +41,7 @@ import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
-from h5vc.errors import VersionNotFoundError
+from h5vc.errors import CorruptDataError, VersionNotFoundError
 from h5vc.lifecycle._tree import (
     DatasetObject,
     as_versioned,
@@ -162,13 +162,17 @@ def compact_store(state: FileState, path: str, objects: list[DatasetObject]) -> 
     group = state.version_data[path]
     raw_data = group[layout.RAW_DATA]
     hash_table = group[layout.HASH_TABLE]
-    n_slots = int(hash_table.attrs.get(layout.ATTR_LARGEST_INDEX, 0))
+    n_rows = int(hash_table.attrs.get(layout.ATTR_LARGEST_INDEX, 0))
     maps = [obj.chunk_map() for obj in objects]
     used = _used_slots(maps)
     n_kept = len(used)
+    c0 = maps[0].chunks[0]
+    # A write interrupted before its hash-table rows leaves slots without rows at
+    # the end of raw_data; they are released like unused ones.
+    n_slots = max(raw_data.shape[0] // c0, n_rows)
     if n_kept == n_slots:
         return
-    c0 = maps[0].chunks[0]
+    kept_rows = _rows_of_slots(hash_table, used, c0, n_rows, n_slots)
     sources = used[used >= n_kept]  # kept slots past the end: they move down
     is_used = np.zeros(n_kept, dtype=bool)
     is_used[used[used < n_kept]] = True
@@ -177,7 +181,7 @@ def compact_store(state: FileState, path: str, objects: list[DatasetObject]) -> 
     raw_data.resize(n_kept * c0, axis=0)
     remap = np.arange(max(n_slots, 1), dtype=np.int64)
     remap[sources] = targets
-    _rewrite_hash_table(hash_table, remap, used, c0, n_slots)
+    _rewrite_hash_table(hash_table, kept_rows, remap[used], c0)
     if not len(sources):
         return
     for obj, chunk_map in zip(objects, maps):
@@ -232,28 +236,39 @@ def _consecutive(values: np.ndarray) -> list[tuple[int, int]]:
     return list(itertools.pairwise(bounds))
 
 
+def _rows_of_slots(
+    hash_table: h5py.Dataset, slots: np.ndarray, c0: int, n_rows: int, n_slots: int
+) -> np.ndarray:
+    """The hash-table rows of ``slots``, in that order."""
+    rows = hash_table[:n_rows]
+    row_of_slot = np.full(n_slots, -1, dtype=np.int64)
+    row_of_slot[rows["shape"][:, 0] // c0] = np.arange(n_rows, dtype=np.int64)
+    missing = slots[row_of_slot[slots] < 0]
+    if len(missing):
+        raise CorruptDataError(
+            f"Expected a row in {hash_table.name!r} for every chunk a version uses. "
+            f"Got none for slots {missing.tolist()[:10]}; its chunks were not compacted."
+        )
+    return rows[row_of_slot[slots]]
+
+
 def _rewrite_hash_table(
-    hash_table: h5py.Dataset, remap: np.ndarray, used: np.ndarray, c0: int, n_slots: int
+    hash_table: h5py.Dataset, rows: np.ndarray, new_slots: np.ndarray, c0: int
 ) -> None:
-    """Keep the rows of ``used`` slots, renumbered by ``remap``, sorted by slot.
+    """Keep ``rows``, moved to ``new_slots``, sorted by slot.
 
     At least one (zeroed) row stays, as in a new table; largest_index is last.
     """
-    rows = hash_table[:n_slots]
-    slot_of_row = rows["shape"][:, 0] // c0
-    row_of_slot = np.empty(n_slots, dtype=np.int64)
-    row_of_slot[slot_of_row] = np.arange(n_slots, dtype=np.int64)
-    new_slots = remap[used]
     order = np.argsort(new_slots)
-    kept = rows[row_of_slot[used[order]]]
+    kept = rows[order]
     extent = kept["shape"][:, 1] - kept["shape"][:, 0]
     starts = new_slots[order] * c0
     kept["shape"][:, 0] = starts
     kept["shape"][:, 1] = starts + extent
-    n_rows = max(len(used), 1)
-    hash_table.resize((n_rows,))
-    if len(used):
-        hash_table[: len(used)] = kept
+    n_kept = max(len(rows), 1)
+    hash_table.resize((n_kept,))
+    if len(rows):
+        hash_table[: len(rows)] = kept
     else:
-        hash_table[:n_rows] = np.zeros(n_rows, dtype=hash_table.dtype)
-    hash_table.attrs[layout.ATTR_LARGEST_INDEX] = np.int64(len(used))
+        hash_table[:n_kept] = np.zeros(n_kept, dtype=hash_table.dtype)
+    hash_table.attrs[layout.ATTR_LARGEST_INDEX] = np.int64(len(rows))
