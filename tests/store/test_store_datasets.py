@@ -56,6 +56,17 @@ def test_fixed_length_bytes(vf: VersionedHDF5File, h5file: h5py.File) -> None:
     assert_same_array(h5file["_version_data/versions/v2/s"][:], data)
 
 
+def test_fixed_length_bytes_fill_value_in_plain_hdf5(vf: VersionedHDF5File, h5file) -> None:
+    # chunks equal to the fill value are not stored: HDF5 reads the virtual dataset's fill
+    data = np.array([b"fil", b"abc", b"fil", b"fil"], dtype="S3")
+    with vf.stage_version("v1") as g:
+        g.create_dataset("s", data=data, chunks=(1,), fillvalue=b"fil")
+    virtual = h5file["_version_data/versions/v1/s"]
+    assert virtual.fillvalue == b"fil"
+    assert_same_array(virtual[:], data)
+    assert_same_array(vf["v1"]["s"][:], data)
+
+
 def test_variable_length_strings(vf: VersionedHDF5File, h5file: h5py.File) -> None:
     words = ["alpha", "", "\u00e9t\u00e9", "a rather longer string", "\u2603"]
     with vf.stage_version("v1") as g:

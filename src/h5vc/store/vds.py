@@ -58,8 +58,15 @@ _UINT32_LIMIT = 2**32
 
 
 def _fill_array(dtype: np.dtype, fillvalue: object) -> np.ndarray | None:
+    """The fill value as ``PropDCID.set_fill_value`` takes it."""
     if fillvalue is None or dtype.kind == "O":
         return None
+    if dtype.kind == "S":
+        # h5py stores a fixed-length bytes array's fill value from the wrong memory;
+        # given as a variable-length string, HDF5 converts it to the dataset's type.
+        info = h5py.check_string_dtype(dtype)
+        encoding = "ascii" if info is None else info.encoding
+        return np.array(np.asarray(fillvalue, dtype=dtype)[()], dtype=h5py.string_dtype(encoding))
     return np.array(fillvalue, dtype=dtype)
 
 
