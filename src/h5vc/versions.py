@@ -418,9 +418,21 @@ class FileState:
         self._written[path] = (store, "/".join(parts[:depth]))
         return store
 
-    def end_writes(self) -> None:
-        """The writes since the last call are committed: nothing to undo any more."""
-        self._written.clear()
+    def end_writes(self, used: set[str] | None = None) -> None:
+        """The writes since the last call are committed: nothing to undo any more.
+
+        Stores created meanwhile for a dataset that is not committed after all (it
+        was deleted again before the commit) are removed; ``used`` lists the dataset
+        paths the commit wrote.
+        """
+        written, self._written = self._written, {}
+        if used is None:
+            return
+        for path, (_, undo) in written.items():
+            if isinstance(undo, str) and path not in used:
+                self._stores.pop(path, None)
+                del self.version_data[path]
+                _remove_empty_parents(self.version_data, path, stop=undo)
 
     def undo_writes(self) -> None:
         """Take back every chunk stored since the last commit (a stage was abandoned or
@@ -475,6 +487,14 @@ class FileState:
 _SHARED_STATES: weakref.WeakValueDictionary[tuple[int, str, str], FileState] = (
     weakref.WeakValueDictionary()
 )
+
+
+def _remove_empty_parents(root: h5py.Group, path: str, stop: str) -> None:
+    """Remove the empty groups above ``path`` up to and including ``stop``."""
+    parent = path.rpartition("/")[0]
+    while parent and len(parent) >= len(stop) and parent in root and not len(root[parent]):
+        del root[parent]
+        parent = parent.rpartition("/")[0]
 
 
 def dataset_chunks(dataset: h5py.Dataset) -> tuple[int, ...]:
@@ -582,7 +602,7 @@ def commit_version(
         del state.versions[name]
         state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
         raise
-    state.end_writes()
+    state.end_writes(used=_dataset_paths(root))
     if state.h5vc_layout:
         timeindex.append_entry(state.version_data, ts, name)
     info = VersionInfo(name, prev_version, ts, message, author)
@@ -591,6 +611,17 @@ def commit_version(
         state.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
     state.root.file.flush()
     return info
+
+
+def _dataset_paths(spec: GroupCommit) -> set[str]:
+    """The paths of the datasets ``spec`` writes (not the linked ones)."""
+    paths: set[str] = set()
+    for child in spec.children.values():
+        if isinstance(child, GroupCommit):
+            paths |= _dataset_paths(child)
+        elif isinstance(child, DatasetCommit):
+            paths.add(child.path.strip("/"))
+    return paths
 
 
 def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:

@@ -181,3 +181,20 @@ def test_deleting_through_another_handle_keeps_dedup_correct(path: str) -> None:
             g["x"][:] = np.arange(40.0)
         np.testing.assert_array_equal(vf["v3"]["x"][()], np.arange(40.0))
         np.testing.assert_array_equal(vf["v2"]["x"][()], np.arange(40.0) + 100)
+
+
+def test_store_of_a_dataset_deleted_before_the_commit_is_removed(
+    vf: VersionedHDF5File, h5file, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_through(monkeypatch)
+    with vf.stage_version("v1") as g:
+        g.create_dataset("a/keep", data=np.arange(10.0), chunks=(4,))
+        g.create_dataset("a/b/gone", data=np.arange(10.0), chunks=(4,))
+        g.create_dataset("c/gone", data=np.arange(10.0), chunks=(4,))
+        del g["a/b/gone"]
+        del g["c"]
+    version_data = h5file[layout.VERSION_DATA]
+    assert "a/keep" in version_data
+    assert "a/b" not in version_data and "c" not in version_data
+    np.testing.assert_array_equal(vf["v1"]["a/keep"][()], np.arange(10.0))
+    assert list(vf["v1"]["a"]["b"]) == [] and "c" not in vf["v1"]  # a/b stays, empty
