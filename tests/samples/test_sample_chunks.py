@@ -1,4 +1,5 @@
-"""Decoding stored chunks without HDF5: every compression option, against HDF5's own reads."""
+"""Decoding stored chunks without HDF5: every compression option, with and without
+Fletcher-32, against HDF5's own reads and checksums."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ import numpy as np
 import pytest
 
 from h5vc.samples import chunks
-from h5vc.samples.chunks import BLOSC_FILTER, ChunkDecodeError, ChunkDecoder, chunk_locations
+from h5vc.samples.chunks import (
+    BLOSC_FILTER,
+    ChunkDecodeError,
+    ChunkDecoder,
+    chunk_locations,
+    fletcher32,
+)
 from h5vc.samples.options import BLOSC_COMPLIBS, parse_compression
 
 #: Every combination of compression options the options module accepts.
@@ -59,16 +66,22 @@ def _samples(dtype: str, shape: tuple[int, ...], count: int, seed: int) -> np.nd
 
 
 def _dataset(
-    tmp_path: pathlib.Path, options: dict[str, Any], dtype: str, shape: tuple[int, ...]
+    tmp_path: pathlib.Path,
+    options: dict[str, Any],
+    dtype: str,
+    shape: tuple[int, ...],
+    fletcher: bool = False,
 ) -> h5py.Dataset:
-    """A dataset laid out like a backend '01' collection: one sample per chunk."""
-    compression = parse_compression(options, "01")
+    """A dataset laid out like a backend '01' collection (``fletcher``: like a backend
+    '00' one of samples that fit one chunk): one sample per chunk."""
+    compression = parse_compression(options, "00" if fletcher else "01")
     data = _samples(dtype, shape, count=3, seed=len(str(options)))
     h5file = h5py.File(tmp_path / f"chunks-{dtype}.h5", "w")
     return h5file.create_dataset(
         "0",
         data=data,
         chunks=(1, *(max(dim, 1) for dim in shape)),
+        fletcher32=fletcher,
         **compression.filter_kwargs(),
     )
 
@@ -100,6 +113,22 @@ def test_decoding_matches_hdf5_for_every_option(
 ) -> None:
     for dtype in DTYPES:
         dataset = _dataset(tmp_path, options, dtype, (24, 20))
+        if options["complib"] == "lzf":
+            assert ChunkDecoder.for_dataset(dataset) is None  # read through HDF5
+        else:
+            assert _decode_all(dataset) == 7
+        dataset.file.close()
+
+
+@pytest.mark.parametrize("options", ACCEPTED, ids=str)
+def test_decoding_with_fletcher32_matches_hdf5_for_every_option(
+    tmp_path: pathlib.Path, options: dict[str, Any]
+) -> None:
+    for dtype in ("uint8", "float32"):
+        dataset = _dataset(tmp_path, options, dtype, (24, 20), fletcher=True)
+        plist = dataset.id.get_create_plist()
+        last_filter = plist.get_filter(plist.get_nfilters() - 1)[0]
+        assert last_filter == h5py.h5z.FILTER_FLETCHER32  # applied last, undone first
         if options["complib"] == "lzf":
             assert ChunkDecoder.for_dataset(dataset) is None  # read through HDF5
         else:
@@ -171,18 +200,22 @@ def test_chunks_stored_without_a_failed_filter_decode(tmp_path: pathlib.Path) ->
 def test_pipelines_it_does_not_know_are_left_to_hdf5(tmp_path: pathlib.Path) -> None:
     with h5py.File(tmp_path / "other.h5", "w") as h5file:
         data = np.arange(60, dtype=np.int32).reshape(3, 20)
-        kinds = {
-            "fletcher32": {"fletcher32": True},
+        unknown = {
             "lzf": {"compression": "lzf"},
             "blosc2": dict(hdf5plugin.Blosc2()),
-            "gzip+fletcher32": {"compression": "gzip", "fletcher32": True},
+            "lzf+fletcher32": {"compression": "lzf", "fletcher32": True},
         }
-        for name, kwargs in kinds.items():
+        for name, kwargs in unknown.items():
             dataset = h5file.create_dataset(name, data=data, chunks=(1, 20), **kwargs)
             assert ChunkDecoder.for_dataset(dataset) is None, name
-        plain = h5file.create_dataset("plain", data=data, chunks=(1, 20))
-        assert ChunkDecoder.for_dataset(plain) is not None  # no filter: a copy
-        assert _decode_all(plain) == 3
+        known = {
+            "plain": {},  # no filter: a copy
+            "fletcher32": {"fletcher32": True},
+            "shuffle+gzip+fletcher32": {"compression": "gzip", "shuffle": True, "fletcher32": True},
+        }
+        for name, kwargs in known.items():
+            dataset = h5file.create_dataset(name, data=data, chunks=(1, 20), **kwargs)
+            assert _decode_all(dataset) == 3, name
 
 
 def test_chunk_locations_need_one_sample_per_chunk(tmp_path: pathlib.Path) -> None:
@@ -227,6 +260,109 @@ def test_damaged_or_misfit_bytes_raise(tmp_path: pathlib.Path, options: dict[str
             decoder.decode_into(bad, 0, out)
     with pytest.raises(ChunkDecodeError, match="Expected 64 bytes"):
         decoder.decode_into(data, 0, np.empty(32, np.int16))  # too small for the sample
+
+
+#: Filters before Fletcher-32 in the checksum tests: none, deflate, shuffle + deflate, Blosc.
+FLETCHER_PIPELINES = {
+    "alone": {},
+    "gzip": {"compression": "gzip"},
+    "shuffle+gzip": {"compression": "gzip", "shuffle": True},
+    "blosc": dict(hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE)),
+}
+
+
+def _rows(rng: np.random.Generator, length: int) -> np.ndarray:
+    """Chunk contents that stress the sums: noise, smooth, all 0xFF (sums that are
+    multiples of 65535), all zero, two-valued, and a single nonzero byte."""
+    rows = [rng.integers(0, 256, length) for _ in range(6)]
+    rows += [np.arange(length) // 7 % 256 + rng.integers(0, 50) for _ in range(3)]
+    rows += [np.full(length, 255), np.zeros(length, int), rng.choice([0, 255], length)]
+    single = np.zeros(length, int)
+    single[rng.integers(0, length)] = rng.integers(1, 256)
+    return np.stack([*rows, single]).astype(np.uint8)
+
+
+@pytest.mark.parametrize("pipeline", FLETCHER_PIPELINES, ids=str)
+def test_fletcher32_is_the_checksum_hdf5_stores(tmp_path: pathlib.Path, pipeline: str) -> None:
+    # The filter appends the checksum of the (filtered) chunk bytes as a little-endian uint32.
+    rng = np.random.default_rng(sum(map(ord, pipeline)))
+    parities = set()
+    with h5py.File(tmp_path / "fletcher.h5", "w") as h5file:
+        # Up to 70001 bytes: several of fletcher32's summing blocks.
+        for length in (1, 2, 3, 4, 5, 63, 64, 255, 1000, 4097, 32768, 32769, 70001):
+            data = _rows(rng, length)
+            dataset = h5file.create_dataset(
+                str(length),
+                data=data,
+                chunks=(1, length),
+                fletcher32=True,
+                **FLETCHER_PIPELINES[pipeline],
+            )
+            for row in range(len(data)):
+                _mask, chunk = dataset.id.read_direct_chunk((row, 0))
+                stored = int.from_bytes(chunk[-4:], "little")
+                assert fletcher32(chunk[:-4]) == stored, (length, row)
+                assert fletcher32(memoryview(chunk)[:-4]) == stored
+                parities.add(len(chunk) % 2)
+    assert parities == {0, 1}  # chunk bytes of even and odd length
+
+
+def test_fletcher32_check_accepts_what_hdf5_accepts(tmp_path: pathlib.Path) -> None:
+    data = _samples("uint8", (101,), count=2, seed=3)
+    with h5py.File(tmp_path / "variants.h5", "w", rdcc_nbytes=0) as h5file:
+        dataset = h5file.create_dataset(
+            "d", data=data, chunks=(1, 101), compression="gzip", fletcher32=True
+        )
+        decoder = ChunkDecoder.for_dataset(dataset)
+        assert decoder is not None
+        expected = dataset[0]
+        mask, chunk = dataset.id.read_direct_chunk((0, 0))
+        body, checksum = chunk[:-4], int.from_bytes(chunk[-4:], "little")
+        swapped = (checksum & 0x00FF00FF) << 8 | (checksum >> 8) & 0x00FF00FF
+        assert len({checksum, swapped, int.from_bytes(chunk[-4:], "big")}) == 3
+        flipped = bytearray(chunk)
+        flipped[len(body) // 2] ^= 0x10
+        variants = {
+            "as stored": (chunk, True),
+            "16-bit halves byte-swapped (HDF5 before 1.6.3)": (
+                body + swapped.to_bytes(4, "little"),
+                True,
+            ),
+            "big-endian": (body + checksum.to_bytes(4, "big"), False),
+            "flipped data byte": (bytes(flipped), False),
+            "checksum off by one": (body + (checksum ^ 1).to_bytes(4, "little"), False),
+        }
+        out = np.empty(101, np.uint8)
+        for name, (variant, accepted) in variants.items():
+            dataset.id.write_direct_chunk((1, 0), variant, mask)
+            try:
+                hdf5_read = dataset[1]
+            except OSError:
+                hdf5_read = None
+            assert (hdf5_read is not None) == accepted, name
+            if accepted:
+                decoder.decode_into(variant, mask, out)
+                np.testing.assert_array_equal(out, expected)
+                np.testing.assert_array_equal(hdf5_read, expected)
+            else:
+                with pytest.raises(ChunkDecodeError, match="Fletcher-32"):
+                    decoder.decode_into(variant, mask, out)
+        for short in (b"", b"\0", b"\0\0\0"):  # HDF5 2.0 crashes on these: never handed to it
+            with pytest.raises(ChunkDecodeError, match="Fletcher-32"):
+                decoder.decode_into(short, mask, out)
+        # A chunk stored with the Fletcher-32 filter skipped (filter mask bit 1) has no
+        # checksum; HDF5 reads it unchecked, and so does the decoder.
+        dataset.id.write_direct_chunk((1, 0), body, mask | 0b10)
+    with h5py.File(
+        tmp_path / "variants.h5", "r"
+    ) as h5file:  # HDF5 2.0 sees the mask after reopening
+        dataset = h5file["d"]
+        locations = chunk_locations(dataset)
+        assert locations is not None and locations[1] is not None
+        assert locations[1][1:] == (len(body), mask | 0b10)
+        np.testing.assert_array_equal(dataset[1], expected)
+        decoder.decode_into(body, mask | 0b10, out)
+        np.testing.assert_array_equal(out, expected)
 
 
 def test_without_numcodecs_blosc_is_left_to_hdf5(

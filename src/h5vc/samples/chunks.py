@@ -1,11 +1,13 @@
-"""Reading the stored chunks of complete backend ``01`` files without going through HDF5.
+"""Reading the stored chunks of complete collection files without going through HDF5.
 
-A backend ``01`` sample is exactly one chunk, and a collection file never changes once
-its content index exists. So a reader can look up the file offset and size of every
-chunk of a dataset once (``H5Dchunk_iter``), read a sample's stored bytes with
-``os.pread`` and undo the filter pipeline itself. That skips HDF5's per-read work
-(dataspace selection, chunk lookup, filter dispatch) and, because the decompressors
-release the GIL, lets several threads decode samples at the same time.
+A backend ``01`` sample is exactly one chunk, and so is a backend ``00`` sample whenever
+the maximum sample shape makes one chunk of its own (see
+:func:`h5vc.samples.backends.chunk_shape`). A collection file never changes once its
+content index exists. So a reader can look up the file offset and size of every chunk of
+a dataset once (``H5Dchunk_iter``), read a sample's stored bytes with ``os.pread`` and
+undo the filter pipeline itself. That skips HDF5's per-read work (dataspace selection,
+chunk lookup, filter dispatch) and, because the decompressors release the GIL, lets
+several threads decode samples at the same time.
 
 Understood filter pipelines, as the compression options create them:
 
@@ -14,16 +16,20 @@ Understood filter pipelines, as the compression options create them:
   size and compressed size as little-endian uint32), decoded with ``numcodecs``' Blosc,
   which reads every frame of the C-Blosc 1 format that filter writes;
 * deflate (filter 1): a zlib stream, decoded with the standard library's ``zlib``;
-* shuffle (filter 2, cd_values ``[element size]``): a byte transpose, undone with numpy.
+* shuffle (filter 2, cd_values ``[element size]``): a byte transpose, undone with numpy;
+* Fletcher-32 (filter 3, the last filter of backend ``00`` pipelines): the chunk ends
+  with a 4-byte checksum of the bytes before it, verified with :func:`fletcher32` and
+  stripped.
 
-Any other filter (LZF, Fletcher-32, Blosc2, ...) makes :meth:`ChunkDecoder.for_dataset`
-return ``None``: such samples are read through HDF5. A chunk stored with a filter
-skipped (HDF5 skips an optional filter that fails, e.g. compression that would not
-shrink the data; the chunk's filter mask says which) is decoded without that step.
+Any other filter (LZF, Blosc2, ...) makes :meth:`ChunkDecoder.for_dataset` return
+``None``: such samples are read through HDF5. A chunk stored with a filter skipped (HDF5
+skips an optional filter that fails, e.g. compression that would not shrink the data;
+the chunk's filter mask says which) is decoded without that step.
 
-Decoding is never trusted on its own: a sample decoded here is returned only if its
-xxhash64 matches the record's checksum, and any failure falls back to the HDF5 read,
-which gives the same data or raises the usual error.
+Decoding is never trusted on its own: a backend ``01`` sample decoded here is returned
+only if its xxhash64 matches the record's checksum, a backend ``00`` sample only if its
+chunk passed the Fletcher-32 check, and any failure falls back to the HDF5 read, which
+gives the same data or raises the usual error.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = [
     "ChunkDecodeError",
     "ChunkDecoder",
     "chunk_locations",
+    "fletcher32",
 ]
 
 #: ``numcodecs.blosc``, imported on first use (it takes a while); ``False`` if unavailable.
@@ -53,6 +60,12 @@ _BLOSC_HEADER_BYTES = 16
 _BLOSC_SIZES = struct.Struct("<I4xI")
 #: Blosc compressor codes as the HDF5 filter stores them in cd_values[6].
 _BLOSC_COMPRESSORS = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+
+#: :func:`fletcher32` sums at most this many 16-bit words at once, so that its uint64 sums
+#: cannot overflow (a block's weighted sum is below 2**44).
+_FLETCHER_BLOCK = 1 << 14
+#: Weights ``_FLETCHER_BLOCK, ..., 2, 1``; the last ``n`` of them weight a block of ``n`` words.
+_FLETCHER_WEIGHTS = np.arange(_FLETCHER_BLOCK, 0, -1, dtype=np.uint64)
 
 #: A chunk's file offset, stored size and filter mask; ``None`` for a chunk never written.
 ChunkLocation = tuple[int, int, int] | None
@@ -104,12 +117,80 @@ def _shuffle_decoder(element_size: int) -> Callable[[Any], Any]:
     return unshuffle
 
 
+def _fold(total: int) -> int:
+    """``total`` reduced to 16 bits the way HDF5 folds its Fletcher sums.
+
+    HDF5 adds the carry above bit 15 back in until none is left: the result is ``total``
+    modulo 65535, except that a nonzero multiple of 65535 gives 65535 (only 0 gives 0).
+    """
+    return (total - 1) % 0xFFFF + 1 if total else 0
+
+
+def fletcher32(data: Any) -> int:
+    """The Fletcher-32 checksum of the bytes ``data``, as HDF5's Fletcher-32 filter
+    computes it (``H5_checksum_fletcher32``).
+
+    HDF5 reads the bytes as big-endian 16-bit words ``w[0], ..., w[n-1]`` (an odd last
+    byte is the high byte of a last word with low byte 0); ``sum1`` is the sum of the
+    words and ``sum2`` the sum of ``(n - i) * w[i]`` (the sum of the running ``sum1``),
+    both folded modulo 65535 (:func:`_fold`); the checksum is ``sum2 << 16 | sum1``.
+
+    Only the sums modulo 65535 matter (and whether they are 0). As ``65536 % 65535 == 1``,
+    a big-endian word is congruent to 256 times the same two bytes read as a little-endian
+    word, so the sums are taken over little-endian words (no byte swap) and multiplied by
+    256, which keeps 0 and nonzero apart. The words are summed in uint64 blocks small
+    enough never to overflow, without BLAS: a multithreaded BLAS can spend more on waking
+    its threads than a dot product this short costs.
+    """
+    size = len(data)
+    count = size >> 1
+    words = np.frombuffer(data, "<u2", count=count)
+    sum1 = sum2 = 0
+    for start in range(0, count, _FLETCHER_BLOCK):
+        block = words[start : start + _FLETCHER_BLOCK].astype(np.uint64)
+        length = block.size
+        block_sum = int(np.add.reduce(block))
+        np.multiply(block, _FLETCHER_WEIGHTS[_FLETCHER_BLOCK - length :], out=block)
+        # Appending a block adds its length to the weight of every word before it.
+        sum2 += sum1 * length + int(np.add.reduce(block))
+        sum1 += block_sum
+    sum1 <<= 8
+    sum2 <<= 8
+    if size & 1:
+        sum1 += int(data[size - 1]) << 8
+        sum2 += sum1
+    return _fold(sum2) << 16 | _fold(sum1)
+
+
+def _fletcher_check(data: Any) -> Any:
+    """The bytes of ``data`` before its 4-byte Fletcher-32 checksum, once that matches.
+
+    HDF5 stores the checksum as a little-endian uint32 after the filtered bytes and also
+    accepts it with the two bytes of each 16-bit half swapped (what versions before 1.6.3
+    wrote on little-endian machines); so does this check.
+    """
+    if len(data) < 4:
+        raise ChunkDecodeError(f"Expected a Fletcher-32 checksum. Got {len(data)} bytes.")
+    body = memoryview(data)[:-4]
+    stored = int.from_bytes(data[-4:], "little")
+    checksum = fletcher32(body)
+    swapped = (checksum & 0x00FF00FF) << 8 | (checksum >> 8) & 0x00FF00FF
+    if stored not in (checksum, swapped):
+        raise ChunkDecodeError(
+            f"Expected chunk bytes with the Fletcher-32 checksum {stored:08x} stored after "
+            f"them. Got bytes with checksum {checksum:08x}."
+        )
+    return body
+
+
 def _filter_stage(code: int, values: tuple[int, ...], dtype: np.dtype) -> Callable | None:
     """The decoding step of one filter of a pipeline, or ``None`` if not understood."""
     if code == h5py.h5z.FILTER_DEFLATE:
         return zlib.decompress
     if code == h5py.h5z.FILTER_SHUFFLE:
         return _shuffle_decoder(values[0] if values else dtype.itemsize)
+    if code == h5py.h5z.FILTER_FLETCHER32:
+        return _fletcher_check
     if code == BLOSC_FILTER and _blosc_module():
         compressor = _BLOSC_COMPRESSORS.get(values[6] if len(values) > 6 else 0)
         if compressor in _blosc.list_compressors():
@@ -124,11 +205,12 @@ class ChunkDecoder:
     called from several threads at once.
     """
 
-    __slots__ = ("_blosc_only", "_filters")
+    __slots__ = ("_blosc_first", "_filters")
 
     def __init__(self, filters: tuple[Callable[[Any], Any], ...]) -> None:
         self._filters = filters  # the decoding step of each filter, in pipeline order
-        self._blosc_only = filters == (_blosc_decode,)
+        # Blosc undone last decompresses straight into the output.
+        self._blosc_first = bool(filters) and filters[0] is _blosc_decode
 
     @classmethod
     def for_dataset(cls, dataset: h5py.Dataset) -> ChunkDecoder | None:
@@ -150,17 +232,19 @@ class ChunkDecoder:
         that would not shrink the data).
 
         Raises an exception (not necessarily :class:`ChunkDecodeError`: the codecs raise
-        their own) unless the bytes decode to exactly ``out.nbytes`` bytes.
+        their own) unless the bytes pass their Fletcher-32 check, if the pipeline has one,
+        and decode to exactly ``out.nbytes`` bytes.
         """
-        if self._blosc_only and not mask:
+        blosc_into_out = self._blosc_first and not mask & 1
+        for number in reversed(range(blosc_into_out, len(self._filters))):  # last to first
+            if not mask >> number & 1:
+                data = self._filters[number](data)
+        if blosc_into_out:
             nbytes, _ = _blosc_sizes(data)
             if nbytes != out.nbytes:
                 raise ChunkDecodeError(f"Expected {out.nbytes} bytes. The chunk holds {nbytes}.")
             _blosc.decompress(data, out)
             return
-        for number in reversed(range(len(self._filters))):  # undone last to first
-            if not mask >> number & 1:
-                data = self._filters[number](data)
         raw = np.frombuffer(data, np.uint8)
         if raw.size != out.nbytes:
             raise ChunkDecodeError(f"Expected {out.nbytes} bytes. The chunk holds {raw.size}.")
