@@ -1,4 +1,5 @@
-"""Batch reads (SampleReader.read_many) and the read path that skips HDF5 for complete files."""
+"""Batch reads (SampleReader.read_many) and the read path that skips HDF5 for complete files
+(backend '01', and backend '00' when a sample is one chunk)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,15 @@ from h5vc.errors import (
 )
 from h5vc.samples import SampleReader, SampleStore, decode_record
 from h5vc.samples import chunks as chunks_module
+from h5vc.samples.backends import CollectionReader, chunk_shape, decode_sample
 from h5vc.samples.store import BATCH_WINDOW
 
 BLOSC = {"complib": "blosc:lz4", "complevel": 5, "shuffle": "byte"}
 GZIP = {"complib": "gzip", "complevel": 4, "shuffle": True}
 LZF = {"complib": "lzf", "complevel": None, "shuffle": True}
 SHAPE = (12, 10)
+#: Backend '00' samples of this shape (16 KiB of int16) are one chunk each; SHAPE ones share.
+ONE_CHUNK = (128, 64)
 
 
 def smooth_samples(count: int, shape: tuple[int, ...] = SHAPE, seed: int = 0) -> list[np.ndarray]:
@@ -88,23 +92,44 @@ def error_of(action: Any) -> BaseException:
     return info.value
 
 
+def hdf5_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Record (record string, sample size) of every sample read through HDF5 from now on."""
+    calls: list[tuple[str, int]] = []
+    read_hdf5 = CollectionReader.read_hdf5
+
+    def spy(self: CollectionReader, record: Any, out: np.ndarray) -> None:
+        calls.append((record.encode(), out.size))
+        read_hdf5(self, record, out)
+
+    monkeypatch.setattr(CollectionReader, "read_hdf5", spy)
+    return calls
+
+
 @pytest.mark.parametrize("threads", [0, 1, 3])
 @pytest.mark.parametrize(
-    ("backend", "compression", "fast"),
+    ("backend", "compression", "shape", "fast"),
     [
-        ("01", BLOSC, True),
-        ("01", GZIP, True),
-        ("01", LZF, False),
-        ("00", BLOSC, False),
-        ("00", GZIP, False),
+        ("01", BLOSC, SHAPE, True),
+        ("01", GZIP, SHAPE, True),
+        ("01", LZF, SHAPE, False),
+        ("00", BLOSC, SHAPE, False),  # several samples per chunk
+        ("00", GZIP, SHAPE, False),
+        ("00", BLOSC, ONE_CHUNK, True),
+        ("00", GZIP, ONE_CHUNK, True),
+        ("00", LZF, ONE_CHUNK, False),
     ],
     ids=str,
 )
 def test_read_many_equals_reading_one_by_one(
-    tmp_path: pathlib.Path, backend: str, compression: dict, fast: bool, threads: int
+    tmp_path: pathlib.Path,
+    backend: str,
+    compression: dict,
+    shape: tuple[int, ...],
+    fast: bool,
+    threads: int,
 ) -> None:
-    store = make_store(tmp_path, backend, compression)
-    samples = smooth_samples(23)  # 3 files of 10 samples, the last one partly filled
+    store = make_store(tmp_path, backend, compression, shape)
+    samples = smooth_samples(23, shape)  # 3 files of 10 samples, the last one partly filled
     records = write(store, samples)
     order = np.random.default_rng(1).permutation(len(records))
     wanted = [records[i] for i in order]
@@ -116,8 +141,117 @@ def test_read_many_equals_reading_one_by_one(
         one_by_one = [reader.read(record) for record in wanted]
     for position, i in enumerate(order):
         for got in (batch[position], one_by_one[position]):
-            assert got.dtype == np.int16 and got.shape == SHAPE and got.flags.c_contiguous
+            assert got.dtype == np.int16 and got.shape == shape and got.flags.c_contiguous
             np.testing.assert_array_equal(got, samples[i])
+
+
+#: Options that store '00' chunks in every way the decoder meets: each Blosc compressor,
+#: each shuffle, level 0 (chunks stored without the compression filter), deflate with
+#: and without shuffle; LZF is read through HDF5.
+OPTIONS_00 = [
+    {"complib": "blosc:blosclz", "complevel": 5, "shuffle": None},
+    {"complib": "blosc:lz4", "complevel": 5, "shuffle": "byte"},
+    {"complib": "blosc:lz4hc", "complevel": 9, "shuffle": "bit"},
+    {"complib": "blosc:zlib", "complevel": 1, "shuffle": "byte"},
+    {"complib": "blosc:zstd", "complevel": 3, "shuffle": "none"},
+    {"complib": "blosc:lz4", "complevel": 0, "shuffle": "byte"},
+    {"complib": "gzip", "complevel": 0, "shuffle": False},
+    {"complib": "gzip", "complevel": 9, "shuffle": True},
+    {"complib": "gzip", "complevel": 4, "shuffle": None},
+    {"complib": "lzf", "complevel": None, "shuffle": "byte"},
+]
+
+
+@pytest.mark.parametrize("compression", OPTIONS_00, ids=str)
+def test_00_samples_of_one_chunk_skip_hdf5(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, compression: dict
+) -> None:
+    store = make_store(tmp_path, "00", compression, ONE_CHUNK)
+    assert chunk_shape(store.schema) == (1, *ONE_CHUNK)
+    rng = np.random.default_rng(3)
+    smaller = [(1, 1), (127, 64), (128, 1), (5, 3), (0, 64), (64, 0)]
+    samples = smooth_samples(4, ONE_CHUNK) + [
+        rng.integers(-(2**15), 2**15, shape, dtype=np.int16) for shape in smaller
+    ]  # smaller-than-maximum samples sit in the corner of their chunk, zeros around them
+    samples.append(rng.integers(-(2**15), 2**15, ONE_CHUNK, dtype=np.int16))  # noise
+    records = write(store, samples)
+    order = np.random.default_rng(4).permutation(len(records))
+    calls = hdf5_reads(monkeypatch)
+    with store.reader(threads=2) as reader:
+        one_by_one = [reader.read(records[i]) for i in order]
+        batch = reader.read_many([records[i] for i in order])
+        full = [i for i in order if samples[i].shape == ONE_CHUNK]
+        out = np.full((len(full), *ONE_CHUNK), -1, np.int16)
+        reader.read_many([records[i] for i in full], out)
+    for position, i in enumerate(order):
+        for got in (one_by_one[position], batch[position]):
+            assert got.shape == samples[i].shape and got.dtype == np.int16
+            np.testing.assert_array_equal(got, samples[i])
+    np.testing.assert_array_equal(out, np.stack([samples[i] for i in full]))
+    if compression["complib"] == "lzf":
+        assert len(calls) == 2 * len(samples) + len(full)  # every read
+    else:
+        empty = sum(sample.size == 0 for sample in samples)
+        assert len(calls) == 2 * empty and all(size == 0 for _, size in calls)
+
+
+def test_00_samples_split_over_chunks_are_read_through_hdf5(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shape = (300, 256)  # 150 KiB of int16, over the chunk target: two chunks per sample
+    store = make_store(tmp_path, "00", BLOSC, shape)
+    assert chunk_shape(store.schema) == (1, 150, 256)
+    samples = [*smooth_samples(3, shape), smooth_samples(1, (200, 7), seed=1)[0]]
+    records = write(store, samples)
+    calls = hdf5_reads(monkeypatch)
+    with store.reader(threads=2) as reader:
+        assert not fast_path_used(reader, records[0])
+        for got, sample in zip(reader.read_many(records), samples):
+            np.testing.assert_array_equal(got, sample)
+    assert len(calls) == 1 + len(records)
+
+
+@pytest.mark.parametrize("compression", [BLOSC, GZIP], ids=str)
+@pytest.mark.parametrize("threads", [0, 2])
+@pytest.mark.parametrize("damage", ["data byte", "checksum byte"])
+def test_00_damaged_chunk_raises_the_hdf5_error(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    compression: dict,
+    threads: int,
+    damage: str,
+) -> None:
+    store = make_store(tmp_path, "00", compression, ONE_CHUNK)
+    samples = smooth_samples(9, ONE_CHUNK)
+    records = write(store, samples)
+    target = decode_record(records[6])
+    with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
+        _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
+    damaged = bytearray(chunk)
+    damaged[len(chunk) // 2 if damage == "data byte" else -3] ^= 0x04
+    damage_chunk(store, records[6], bytes(damaged))
+    with store.reader(threads=threads) as reader:
+        assert fast_path_used(reader, records[0])
+        fetched = reader._files[target.uid].fetch(target)
+        assert fetched is not None and fetched[1] == bytes(damaged)
+        untouched = np.full(ONE_CHUNK, 7, np.int16)
+        assert not decode_sample(untouched, *fetched)  # the Fletcher-32 check fails ...
+        assert (untouched == 7).all()  # ... before anything is decoded
+        single = error_of(lambda: reader.read(records[6]))
+        batch = error_of(lambda: reader.read_many(records))
+        out = np.full((9, *ONE_CHUNK), -1, np.int16)
+        into = error_of(lambda: reader.read_many(records, out))
+        good = reader.read_many(records[:6] + records[7:])
+    monkeypatch.setattr(CollectionReader, "fetch", lambda self, record: None)
+    with store.reader(threads=threads) as reader:  # the HDF5 read path alone
+        hdf5_error = error_of(lambda: reader.read(records[6]))
+    assert isinstance(single, CorruptDataError)
+    for error in (batch, into, hdf5_error):
+        assert type(error) is type(single) and str(error) == str(single)
+    assert f"sample {target.index} of dataset '{target.dataset}'" in str(single)
+    np.testing.assert_array_equal(out[:6], np.stack(samples[:6]))  # read before the error
+    for got, sample in zip(good, samples[:6] + samples[7:]):
+        np.testing.assert_array_equal(got, sample)
 
 
 def test_read_many_into_out(tmp_path: pathlib.Path) -> None:
@@ -277,9 +411,12 @@ def test_batch_raises_the_first_error_in_record_order(tmp_path: pathlib.Path) ->
         assert isinstance(third, DataFileNotFoundError)
 
 
-def test_live_and_complete_files_in_one_batch(tmp_path: pathlib.Path) -> None:
-    store = make_store(tmp_path, "01", BLOSC, collection_count=1, collection_size=4)
-    samples = smooth_samples(10, seed=7)
+@pytest.mark.parametrize(("backend", "shape"), [("01", SHAPE), ("00", ONE_CHUNK)])
+def test_live_and_complete_files_in_one_batch(
+    tmp_path: pathlib.Path, backend: str, shape: tuple[int, ...]
+) -> None:
+    store = make_store(tmp_path, backend, BLOSC, shape, collection_count=1, collection_size=4)
+    samples = smooth_samples(10, shape, seed=7)
     complete = write(store, samples[:5])  # two complete files
     writer = store.writer()
     live = [writer.write(sample) for sample in samples[5:]]  # two live files

@@ -51,6 +51,9 @@ _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
+#: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
+#: locations and the sample shape of a chunk.
+_ChunkTable = tuple[ChunkDecoder, list[ChunkLocation], tuple[int, ...]]
 
 
 def chunk_shape(schema: Schema) -> tuple[int, ...]:
@@ -226,11 +229,12 @@ class CollectionReader:
     refreshed before every read; once its content index appears the file is reopened and
     read without refreshing.
 
-    Backend ``01`` samples of a complete file are read without HDF5 when the filter
-    pipeline allows it (see :mod:`h5vc.samples.chunks`): :meth:`fetch` reads the stored
-    bytes of the sample's chunk, :func:`decode_sample` decodes and verifies them. Any
-    sample that path cannot deliver is read by :meth:`read_hdf5`, which gives the same
-    data and raises every read error.
+    Samples of a complete file are read without HDF5 when each sample is one chunk (always
+    for backend ``01``, for backend ``00`` when the maximum sample shape fits one chunk)
+    and the filter pipeline allows it (see :mod:`h5vc.samples.chunks`): :meth:`fetch`
+    reads the stored bytes of the sample's chunk, :func:`decode_sample` decodes and
+    verifies them. Any sample that path cannot deliver is read by :meth:`read_hdf5`, which
+    gives the same data and raises every read error.
     """
 
     def __init__(self, directory: pathlib.Path, uid: str, schema: Schema) -> None:
@@ -239,7 +243,7 @@ class CollectionReader:
         self._index_path = index_path(directory, uid)
         self._dtype = schema.dtype
         self._datasets: dict[str, _SampleIO] = {}
-        self._chunks: dict[str, tuple[ChunkDecoder, list[ChunkLocation]] | None] = {}
+        self._chunks: dict[str, _ChunkTable | None] = {}
         self._fd: int | None = None
         self._open()
 
@@ -263,7 +267,7 @@ class CollectionReader:
             ) from err
         self._datasets.clear()
         self._chunks.clear()
-        if not self.live and self.schema.backend == "01":
+        if not self.live:
             try:
                 self._fd = os.open(self.path, os.O_RDONLY)
             except OSError:
@@ -294,8 +298,9 @@ class CollectionReader:
             sample_io = self._datasets[name] = _SampleIO(node)
         return sample_io
 
-    def _chunk_table(self, name: str) -> tuple[ChunkDecoder, list[ChunkLocation]] | None:
-        """Decoder and chunk locations of dataset ``name``, or None to read it through HDF5."""
+    def _chunk_table(self, name: str) -> _ChunkTable | None:
+        """Decoder, chunk locations and the sample shape of a chunk of dataset ``name``, or
+        None to read it through HDF5."""
         table = None
         try:
             dataset = self._dataset(name).dataset
@@ -303,21 +308,23 @@ class CollectionReader:
             if decoder is not None and dataset.dtype.str == self._dtype.str:
                 locations = chunk_locations(dataset)
                 if locations is not None:
-                    table = (decoder, locations)
+                    table = (decoder, locations, tuple(dataset.chunks[1:]))
         except Exception:  # any trouble here: read through HDF5, which reports it
             table = None
         self._chunks[name] = table
         return table
 
-    def fetch(self, record: SampleRecord) -> tuple[ChunkDecoder, bytes, int, str] | None:
+    def fetch(
+        self, record: SampleRecord
+    ) -> tuple[ChunkDecoder, bytes, int, str | None, tuple[int, ...]] | None:
         """What :func:`decode_sample` needs besides the output: decoder, stored bytes and
-        filter mask of the sample's chunk, and the record's checksum; ``None`` unless the
-        sample can be read without HDF5.
+        filter mask of the sample's chunk, the record's checksum (``None`` for backend
+        ``00``) and the sample shape of a chunk; ``None`` unless the sample can be read
+        without HDF5.
 
-        Only backend ``01`` records of a complete file qualify; call
-        :meth:`check_complete` first.
+        Only records of a complete file qualify; call :meth:`check_complete` first.
         """
-        if self._fd is None or not isinstance(record, Record01):
+        if self._fd is None:
             return None
         try:
             table = self._chunks[record.dataset]
@@ -325,18 +332,20 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None:
             return None
-        decoder, locations = table
+        decoder, locations, chunk = table
+        checksum = record.checksum if isinstance(record, Record01) else None
         try:
             location = locations[record.index]
             if location is None:
                 return None
             offset, size, mask = location
-            return decoder, os.pread(self._fd, size, offset), mask, record.checksum
+            return decoder, os.pread(self._fd, size, offset), mask, checksum, chunk
         except (IndexError, OSError):
             return None
 
     def read(self, record: SampleRecord) -> np.ndarray:
-        """The sample ``record`` points to; checksums verified for backend ``01``."""
+        """The sample ``record`` points to; checksums verified for backend ``01``, the
+        Fletcher-32 checksums of its chunks for backend ``00``."""
         out = np.empty(record.shape, self._dtype)
         if self.live:
             self.check_complete()
@@ -374,17 +383,30 @@ class CollectionReader:
 
 
 def decode_sample(
-    out: np.ndarray, decoder: ChunkDecoder, data: bytes, mask: int, checksum: str
+    out: np.ndarray,
+    decoder: ChunkDecoder,
+    data: bytes,
+    mask: int,
+    checksum: str | None,
+    chunk: tuple[int, ...],
 ) -> bool:
-    """Decode stored chunk bytes into ``out``; True if they decoded to the xxhash64 ``checksum``.
+    """Decode the stored bytes ``data`` of a chunk of sample shape ``chunk`` into ``out``;
+    True if they decoded and (unless ``checksum`` is None) match the xxhash64 ``checksum``.
 
-    Runs without HDF5 and mostly without the GIL, so threads can decode in parallel.
+    A backend ``00`` sample smaller than the chunk is its corner at the origin: the chunk
+    is decoded into a buffer and that corner copied to ``out``. Runs without HDF5 and
+    mostly without the GIL, so threads can decode in parallel.
     """
     try:
-        decoder.decode_into(data, mask, out)
+        if out.shape == chunk:
+            decoder.decode_into(data, mask, out)
+        else:
+            whole = np.empty(chunk, out.dtype)
+            decoder.decode_into(data, mask, whole)
+            out[...] = whole[tuple(slice(0, dim) for dim in out.shape)]
     except Exception:  # the caller reads the sample through HDF5 instead
         return False
-    return xxhash.xxh64_hexdigest(out.data) == checksum
+    return checksum is None or xxhash.xxh64_hexdigest(out.data) == checksum
 
 
 class RecordChecker:

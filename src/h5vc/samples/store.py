@@ -268,9 +268,9 @@ def _parse_record(record: Any) -> SampleRecord:
 
 
 def _decode_jobs(jobs: list[tuple[Any, ...]], counter: Iterator[int], failed: list[int]) -> None:
-    """Decode jobs ``(position, out, decoder, data, mask, checksum)`` until ``counter``
-    passes the last one; append the positions that did not decode to their checksum to
-    ``failed``.
+    """Decode jobs ``(position, out, decoder, data, mask, checksum, chunk)`` until
+    ``counter`` passes the last one; append the positions that did not decode (or not to
+    their checksum) to ``failed``.
 
     Several threads share ``counter`` (its ``next`` is atomic), so each job runs once.
     """
@@ -365,10 +365,10 @@ class SampleReader:
 
         The result, checksum checks and errors are those of ``[read(r) for r in records]``
         (an error is the first one that loop would raise; samples before it may have been
-        written into ``out``). Backend ``01`` samples of complete files whose compression
-        can be decoded without HDF5 are read as stored bytes, then decoded by the calling
-        thread and the reader's threads together, :data:`BATCH_WINDOW` samples at a time;
-        all other samples are read one by one through HDF5.
+        written into ``out``). Samples of complete files that are one chunk each and whose
+        filters can be undone without HDF5 are read as stored bytes, then decoded by the
+        calling thread and the reader's threads together, :data:`BATCH_WINDOW` samples at
+        a time; all other samples are read one by one through HDF5.
         """
         records = list(records)
         if out is not None:
