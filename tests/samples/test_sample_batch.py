@@ -213,13 +213,13 @@ def test_00_samples_split_over_chunks_are_read_through_hdf5(
 
 @pytest.mark.parametrize("compression", [BLOSC, GZIP], ids=str)
 @pytest.mark.parametrize("threads", [0, 2])
-@pytest.mark.parametrize("damage", ["data byte", "checksum byte"])
+@pytest.mark.parametrize("checked_by", ["content digest", "Fletcher-32"])
 def test_00_damaged_chunk_raises_the_hdf5_error(
     tmp_path: pathlib.Path,
     monkeypatch: pytest.MonkeyPatch,
     compression: dict,
     threads: int,
-    damage: str,
+    checked_by: str,
 ) -> None:
     store = make_store(tmp_path, "00", compression, ONE_CHUNK)
     samples = smooth_samples(9, ONE_CHUNK)
@@ -228,15 +228,17 @@ def test_00_damaged_chunk_raises_the_hdf5_error(
     with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
         _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
     damaged = bytearray(chunk)
-    damaged[len(chunk) // 2 if damage == "data byte" else -3] ^= 0x04
+    damaged[len(chunk) // 2] ^= 0x04
     damage_chunk(store, records[6], bytes(damaged))
+    if checked_by == "Fletcher-32":  # no content index: the stored bytes' checksum
+        for index_file in store.directory.glob("*.index"):
+            index_file.write_text("")
     with store.reader(threads=threads) as reader:
         assert fast_path_used(reader, records[0])
         fetched = reader._files[target.uid].fetch(target)
         assert fetched is not None and fetched[1] == bytes(damaged)
-        untouched = np.full(ONE_CHUNK, 7, np.int16)
-        assert not decode_sample(untouched, *fetched)  # the Fletcher-32 check fails ...
-        assert (untouched == 7).all()  # ... before anything is decoded
+        assert (fetched[3] is None) == (checked_by == "Fletcher-32")
+        assert not decode_sample(np.empty(ONE_CHUNK, np.int16), *fetched)
         single = error_of(lambda: reader.read(records[6]))
         batch = error_of(lambda: reader.read_many(records))
         out = np.full((9, *ONE_CHUNK), -1, np.int16)
@@ -252,6 +254,38 @@ def test_00_damaged_chunk_raises_the_hdf5_error(
     np.testing.assert_array_equal(out[:6], np.stack(samples[:6]))  # read before the error
     for got, sample in zip(good, samples[:6] + samples[7:]):
         np.testing.assert_array_equal(got, sample)
+
+
+def test_00_content_digest_decides_when_the_index_is_there(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path, "00", BLOSC, ONE_CHUNK)
+    samples = smooth_samples(4, ONE_CHUNK)
+    records = write(store, samples)
+    target = decode_record(records[1])
+    # Damage only the stored Fletcher-32 checksum: the sample's bytes are intact and
+    # match their content digest, so the fast path returns them without HDF5.
+    with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
+        _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
+    damaged = bytearray(chunk)
+    damaged[-3] ^= 0x04
+    damage_chunk(store, records[1], bytes(damaged))
+    calls = hdf5_reads(monkeypatch)
+    with store.reader() as reader:
+        np.testing.assert_array_equal(reader.read(records[1]), samples[1])
+        assert calls == []
+    # A wrong digest in the index: the sample is read again through HDF5, which checks
+    # its stored bytes against their Fletcher-32 checksum and returns them.
+    index = store.directory / f"{target.uid}.index"
+    lines = index.read_text().splitlines()
+    lines[0] = "0" * 32 + lines[0][32:]
+    index.write_text("".join(f"{line}\n" for line in lines))
+    with store.reader() as reader:
+        np.testing.assert_array_equal(reader.read(records[2]), samples[2])
+        assert calls == []
+        zeroed = decode_record(lines[0].partition(" ")[2])
+        np.testing.assert_array_equal(reader.read(zeroed), samples[0])
+        assert len(calls) == 1  # the mismatch sent it through HDF5
 
 
 def test_read_many_into_out(tmp_path: pathlib.Path) -> None:

@@ -18,6 +18,7 @@ import os
 import pathlib
 import secrets
 import string
+from collections.abc import Callable
 from typing import Any
 
 import h5py
@@ -32,6 +33,9 @@ from h5vc.samples.schema import Schema
 
 __all__ = [
     "CHUNK_TARGET_BYTES",
+    "SampleCheck",
+    "content_digest",
+    "sample_xxh64",
     "CollectionWriter",
     "CollectionReader",
     "RecordChecker",
@@ -53,7 +57,23 @@ _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 #: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
 #: locations and the sample shape of a chunk.
-_ChunkTable = tuple[ChunkDecoder, list[ChunkLocation], tuple[int, ...]]
+#: A dataset's chunk decoder, the same without Fletcher-32 checks, its chunk locations
+#: and the sample shape of a chunk.
+_ChunkTable = tuple[ChunkDecoder, ChunkDecoder, list[ChunkLocation], tuple[int, ...]]
+#: How to check a decoded sample: a function of the sample and the value it must return.
+SampleCheck = tuple[Callable[[np.ndarray], str], str] | None
+
+
+def content_digest(array: np.ndarray) -> str:
+    """Hex xxh3-128 of a sample's dtype, shape and bytes: its key in the content index."""
+    hasher = xxhash.xxh3_128(f"{array.dtype.str}|{array.shape}|".encode())
+    hasher.update(array.data)
+    return hasher.hexdigest()
+
+
+def sample_xxh64(array: np.ndarray) -> str:
+    """Hex xxhash64 of a sample's bytes: the checksum of a backend ``01`` record."""
+    return xxhash.xxh64_hexdigest(array.data)
 
 
 def chunk_shape(schema: Schema) -> tuple[int, ...]:
@@ -245,6 +265,7 @@ class CollectionReader:
         self._datasets: dict[str, _SampleIO] = {}
         self._chunks: dict[str, _ChunkTable | None] = {}
         self._fd: int | None = None
+        self._digests: dict[tuple[str, int], str] | None = None
         self._open()
 
     def _open(self) -> None:
@@ -308,21 +329,40 @@ class CollectionReader:
             if decoder is not None and dataset.dtype.str == self._dtype.str:
                 locations = chunk_locations(dataset)
                 if locations is not None:
-                    table = (decoder, locations, tuple(dataset.chunks[1:]))
+                    unchecked = decoder.without_fletcher_check()
+                    table = (decoder, unchecked, locations, tuple(dataset.chunks[1:]))
         except Exception:  # any trouble here: read through HDF5, which reports it
             table = None
         self._chunks[name] = table
         return table
 
+    def _content_digests(self) -> dict[tuple[str, int], str]:
+        """``(dataset, index) -> content digest`` of every sample, from the file's index."""
+        if self._digests is None:
+            digests: dict[tuple[str, int], str] = {}
+            try:
+                for line in self._index_path.read_text().splitlines():
+                    digest, _, record = line.partition(" ")
+                    dataset, _, rest = record.partition("$")[2].partition(" ")
+                    digests[(dataset, int(rest.partition("*")[0]))] = digest
+            except (OSError, ValueError):
+                digests = {}  # then Fletcher-32 checks the stored bytes instead
+            self._digests = digests
+        return self._digests
+
     def fetch(
         self, record: SampleRecord
-    ) -> tuple[ChunkDecoder, bytes, int, str | None, tuple[int, ...]] | None:
-        """What :func:`decode_sample` needs besides the output: decoder, stored bytes and
-        filter mask of the sample's chunk, the record's checksum (``None`` for backend
-        ``00``) and the sample shape of a chunk; ``None`` unless the sample can be read
-        without HDF5.
+    ) -> tuple[ChunkDecoder, bytes, int, SampleCheck, tuple[int, ...]] | None:
+        """What :func:`decode_sample` needs besides the output: a decoder, the stored bytes
+        and filter mask of the sample's chunk, the check of the decoded sample and the
+        sample shape of a chunk; ``None`` unless the sample can be read without HDF5.
 
-        Only records of a complete file qualify; call :meth:`check_complete` first.
+        A backend ``01`` sample is checked against its record's xxhash64. A backend ``00``
+        sample is checked against its digest in the file's content index, which covers
+        the decoded sample (decompression included) and costs less than the Fletcher-32
+        sums of its stored bytes, so those are only stripped; without a digest the
+        Fletcher-32 checksums are checked. Only records of a complete file qualify; call
+        :meth:`check_complete` first.
         """
         if self._fd is None:
             return None
@@ -332,14 +372,20 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None:
             return None
-        decoder, locations, chunk = table
-        checksum = record.checksum if isinstance(record, Record01) else None
+        decoder, unchecked, locations, chunk = table
+        check: SampleCheck = None
+        if isinstance(record, Record01):
+            check = (sample_xxh64, record.checksum)
+        else:
+            digest = self._content_digests().get((record.dataset, record.index))
+            if digest is not None:
+                decoder, check = unchecked, (content_digest, digest)
         try:
             location = locations[record.index]
             if location is None:
                 return None
             offset, size, mask = location
-            return decoder, os.pread(self._fd, size, offset), mask, checksum, chunk
+            return decoder, os.pread(self._fd, size, offset), mask, check, chunk
         except (IndexError, OSError):
             return None
 
@@ -374,7 +420,7 @@ class CollectionReader:
                 f"{self.path}. Got an HDF5 error instead: {err}"
             ) from err
         if isinstance(record, Record01):
-            checksum = xxhash.xxh64_hexdigest(out.data)
+            checksum = sample_xxh64(out)
             if checksum != record.checksum:
                 raise CorruptDataError(
                     f"Expected sample {record.index} of dataset {record.dataset!r} in "
@@ -387,11 +433,11 @@ def decode_sample(
     decoder: ChunkDecoder,
     data: bytes,
     mask: int,
-    checksum: str | None,
+    check: SampleCheck,
     chunk: tuple[int, ...],
 ) -> bool:
     """Decode the stored bytes ``data`` of a chunk of sample shape ``chunk`` into ``out``;
-    True if they decoded and (unless ``checksum`` is None) match the xxhash64 ``checksum``.
+    True if they decoded and pass ``check`` (see :meth:`CollectionReader.fetch`).
 
     A backend ``00`` sample smaller than the chunk is its corner at the origin: the chunk
     is decoded into a buffer and that corner copied to ``out``. Runs without HDF5 and
@@ -406,7 +452,7 @@ def decode_sample(
             out[...] = whole[tuple(slice(0, dim) for dim in out.shape)]
     except Exception:  # the caller reads the sample through HDF5 instead
         return False
-    return checksum is None or xxhash.xxh64_hexdigest(out.data) == checksum
+    return check is None or check[0](out) == check[1]
 
 
 class RecordChecker:

@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, overload
 
 import numpy as np
-import xxhash
 
 from h5vc.errors import (
     CorruptDataError,
@@ -35,6 +34,7 @@ from h5vc.samples.backends import (
     CollectionReader,
     CollectionWriter,
     RecordChecker,
+    content_digest,
     decode_sample,
 )
 from h5vc.samples.records import Record00, Record01, SampleRecord, decode_record
@@ -53,13 +53,6 @@ _INDEX_SUFFIX = ".index"
 _MAX_DEFAULT_THREADS = 4
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
 BATCH_WINDOW = 128
-
-
-def content_digest(array: np.ndarray) -> str:
-    """Hex xxh3-128 of a sample's dtype, shape and bytes: its key in the content index."""
-    hasher = xxhash.xxh3_128(f"{array.dtype.str}|{array.shape}|".encode())
-    hasher.update(array.data)
-    return hasher.hexdigest()
 
 
 def _load_index(directory: pathlib.Path) -> dict[str, str]:
