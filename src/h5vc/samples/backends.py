@@ -403,7 +403,8 @@ class CollectionReader:
         return out
 
     def read_hdf5(self, record: SampleRecord, out: np.ndarray) -> None:
-        """Read the sample into ``out`` through HDF5, checking the checksum of a ``01`` record.
+        """Read the sample into ``out`` through HDF5, checking the checksum of a ``01``
+        record and the content digest of a ``00`` record of a complete file.
 
         ``out`` is C-contiguous, of the record's shape and the schema's dtype. Call
         :meth:`check_complete` first.
@@ -425,6 +426,15 @@ class CollectionReader:
                 raise CorruptDataError(
                     f"Expected sample {record.index} of dataset {record.dataset!r} in "
                     f"{self.path} to have xxhash64 {record.checksum}. Got {checksum} instead."
+                )
+        elif not self.live:
+            expected = self._content_digests().get((record.dataset, record.index))
+            digest = content_digest(out)
+            if expected is not None and digest != expected:
+                raise CorruptDataError(
+                    f"Expected sample {record.index} of dataset {record.dataset!r} in "
+                    f"{self.path} to have the content digest {expected} of "
+                    f"{self._index_path.name}. Got {digest} instead."
                 )
 
 
