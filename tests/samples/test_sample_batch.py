@@ -284,10 +284,10 @@ def test_00_content_digest_decides_when_the_index_is_there(
         np.testing.assert_array_equal(reader.read(records[2]), samples[2])
         assert calls == []
         zeroed = decode_record(lines[0].partition(" ")[2])
-        with pytest.raises(CorruptDataError, match="0{32}"):
+        with pytest.raises(CorruptDataError, match=r"0{32}"):
             reader.read(zeroed)
         assert len(calls) == 1  # the mismatch sent it through HDF5
-        with pytest.raises(CorruptDataError, match="0{32}"):
+        with pytest.raises(CorruptDataError, match=r"0{32}"):
             reader.read_many(records)
 
 
