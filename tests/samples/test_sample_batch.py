@@ -92,6 +92,18 @@ def error_of(action: Any) -> BaseException:
     return info.value
 
 
+def flip_stored_bit(store: SampleStore, record: str, position: int | None) -> bytes:
+    """Flip a bit of the stored bytes of the one-chunk sample ``record`` at ``position``
+    (``None``: the middle); return the damaged bytes."""
+    target = decode_record(record)
+    with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
+        _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
+    damaged = bytearray(chunk)
+    damaged[len(chunk) // 2 if position is None else position] ^= 0x04
+    damage_chunk(store, record, bytes(damaged))
+    return bytes(damaged)
+
+
 def hdf5_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """Record (record string, sample size) of every sample read through HDF5 from now on."""
     calls: list[tuple[str, int]] = []
@@ -225,18 +237,14 @@ def test_00_damaged_chunk_raises_the_hdf5_error(
     samples = smooth_samples(9, ONE_CHUNK)
     records = write(store, samples)
     target = decode_record(records[6])
-    with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
-        _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
-    damaged = bytearray(chunk)
-    damaged[len(chunk) // 2] ^= 0x04
-    damage_chunk(store, records[6], bytes(damaged))
+    damaged = flip_stored_bit(store, records[6], None)
     if checked_by == "Fletcher-32":  # no content index: the stored bytes' checksum
         for index_file in store.directory.glob("*.index"):
             index_file.write_text("")
     with store.reader(threads=threads) as reader:
         assert fast_path_used(reader, records[0])
         fetched = reader._files[target.uid].fetch(target)
-        assert fetched is not None and fetched[1] == bytes(damaged)
+        assert fetched is not None and fetched[1] == damaged
         assert (fetched[3] is None) == (checked_by == "Fletcher-32")
         assert not decode_sample(np.empty(ONE_CHUNK, np.int16), *fetched)
         single = error_of(lambda: reader.read(records[6]))
@@ -265,11 +273,7 @@ def test_00_content_digest_decides_when_the_index_is_there(
     target = decode_record(records[1])
     # Damage only the stored Fletcher-32 checksum: the sample's bytes are intact and
     # match their content digest, so the fast path returns them without HDF5.
-    with h5py.File(store.directory / f"{target.uid}.hdf5", "r") as h5file:
-        _, chunk = h5file[target.dataset].id.read_direct_chunk((target.index, 0, 0))
-    damaged = bytearray(chunk)
-    damaged[-3] ^= 0x04
-    damage_chunk(store, records[1], bytes(damaged))
+    flip_stored_bit(store, records[1], -3)
     calls = hdf5_reads(monkeypatch)
     with store.reader() as reader:
         np.testing.assert_array_equal(reader.read(records[1]), samples[1])
