@@ -193,10 +193,16 @@ class VersionedHDF5File:
         """
         self._check_writable(f"stage version {version_name!r}")
         state = self._open_state
+        if state.staging is not None:
+            raise ValueError(
+                f"Cannot stage version {version_name!r} while version {state.staging!r} is "
+                f"being staged in the same file: leave that stage_version() block first."
+            )
         name = check_new_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
         group = StagedGroup(state, base, None if base is None else state.versions[base])
+        state.staging = name
         try:
             yield group
             commit_version(
@@ -213,6 +219,7 @@ class VersionedHDF5File:
             state.undo_writes()  # chunks written while staging (large new datasets)
             raise
         finally:
+            state.staging = None
             group.close_staging(
                 f"Version {name!r} is no longer being staged; open it with "
                 f"VersionedHDF5File[{name!r}] or stage a new version."

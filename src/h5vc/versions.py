@@ -319,6 +319,9 @@ class FileState:
         #: Stores written since the last commit (or abort), with what undoes the writes:
         #: a checkpoint, or for a store created meanwhile the topmost group created.
         self._written: dict[str, tuple[RawDataStore, tuple[int, int, int] | str]] = {}
+        #: The version being staged, if any: one at a time per root, because an
+        #: abandoned stage takes back every chunk written since the last commit.
+        self.staging: str | None = None
         self._chunk_maps: LRUCache[tuple[str, str]] = LRUCache(CACHED_CHUNK_MAPS)
         # Object addresses are reused once an object is freed: this cache is dropped
         # whenever objects are deleted (drop_caches, after a failed commit or deletion).

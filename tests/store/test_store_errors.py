@@ -244,3 +244,20 @@ def test_writable_plain_file_is_initialized(path: str) -> None:
         vf = VersionedHDF5File(f)
         assert vf.versions == []
         assert f["data"][()].tolist() == [0, 1, 2]
+
+
+def test_staging_a_second_version_at_once(filled: VersionedHDF5File, h5file) -> None:
+    other = VersionedHDF5File(h5file)  # another handle on the same file shares its state
+    with filled.stage_version("v2") as g:
+        g["x"][0] = 100
+        for handle in (filled, other):
+            with (
+                pytest.raises(ValueError, match=r"'v3'.*'v2' is being staged"),
+                handle.stage_version("v3"),
+            ):
+                pass
+    assert filled.versions == ["v1", "v2"]
+    assert filled["v2"]["x"][0] == 100
+    with other.stage_version("v3") as g:  # once the first stage is over
+        g["x"][1] = 101
+    assert filled["v3"]["x"][:2].tolist() == [100, 101]
