@@ -295,6 +295,18 @@ def test_00_content_digest_decides_when_the_index_is_there(
             reader.read_many(records)
 
 
+def test_00_chunk_too_short_for_its_checksum_is_refused(tmp_path: pathlib.Path) -> None:
+    store = make_store(tmp_path, "00", BLOSC, ONE_CHUNK)
+    records = write(store, smooth_samples(3, ONE_CHUNK))
+    damage_chunk(store, records[1], b"\x01\x02")
+    with store.reader() as reader:
+        with pytest.raises(CorruptDataError, match="Got a chunk of 2 bytes"):
+            reader.read(records[1])
+        with pytest.raises(CorruptDataError, match="Got a chunk of 2 bytes"):
+            reader.read_many(records)
+        assert reader.read(records[2]).shape == ONE_CHUNK
+
+
 def test_read_many_into_out(tmp_path: pathlib.Path) -> None:
     store = make_store(tmp_path, "01", BLOSC)
     samples = smooth_samples(12)

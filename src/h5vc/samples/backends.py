@@ -402,6 +402,26 @@ class CollectionReader:
         self.read_hdf5(record, out)
         return out
 
+    def _check_stored_size(self, record: SampleRecord) -> None:
+        """Refuse a Fletcher-32 chunk too short to hold its checksum before HDF5 reads it:
+        some HDF5 builds read past the end of such a chunk (CVE-2024-29165) and crash."""
+        if self._fd is None:
+            return  # a live file: its chunks are not listed
+        try:
+            table = self._chunks[record.dataset]
+        except KeyError:
+            table = self._chunk_table(record.dataset)
+        if table is None or not table[0].checksummed:
+            return
+        locations = table[2]
+        location = locations[record.index] if record.index < len(locations) else None
+        if location is not None and location[1] < 4:
+            raise CorruptDataError(
+                f"Expected sample {record.index} of dataset {record.dataset!r} in "
+                f"{self.path} to be stored with its 4-byte Fletcher-32 checksum. Got a "
+                f"chunk of {location[1]} bytes."
+            )
+
     def read_hdf5(self, record: SampleRecord, out: np.ndarray) -> None:
         """Read the sample into ``out`` through HDF5, checking the checksum of a ``01``
         record and the content digest of a ``00`` record of a complete file.
@@ -410,6 +430,7 @@ class CollectionReader:
         :meth:`check_complete` first.
         """
         sample_io = self._dataset(record.dataset)
+        self._check_stored_size(record)
         try:
             if self.live:
                 sample_io.dataset.refresh()

@@ -233,6 +233,11 @@ class ChunkDecoder:
             filters.append(stage)
         return cls(tuple(filters))
 
+    @property
+    def checksummed(self) -> bool:
+        """Whether the pipeline ends chunks with a Fletcher-32 checksum (4 bytes)."""
+        return any(f is _fletcher_check or f is _fletcher_strip for f in self._filters)
+
     def without_fletcher_check(self) -> ChunkDecoder:
         """This decoder, only stripping Fletcher-32 checksums instead of checking them.
 
