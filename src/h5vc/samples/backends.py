@@ -45,6 +45,7 @@ __all__ = [
     "collection_path",
     "decode_sample",
     "index_path",
+    "read_index",
 ]
 
 #: Backend ``00`` chunks are about this size (bytes, before compression).
@@ -53,6 +54,8 @@ CHUNK_TARGET_BYTES = 128 * 1024
 CHUNK_MIN_BYTES = 16 * 1024
 _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
+#: A collection file ``<uid>.hdf5`` is complete once its content index ``<uid>.index`` exists.
+INDEX_SUFFIX = ".index"
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 #: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
@@ -120,7 +123,24 @@ def collection_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
 
 def index_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
     """The content index of a collection file; it exists once the file is complete."""
-    return directory / f"{uid}.index"
+    return directory / f"{uid}{INDEX_SUFFIX}"
+
+
+def read_index(path: pathlib.Path) -> list[tuple[str, str]]:
+    """The ``(content digest, record string)`` lines of the content index at ``path``.
+
+    Raises CorruptDataError naming the line if one is malformed, OSError if the file
+    cannot be read.
+    """
+    entries = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        digest, sep, record = line.partition(" ")
+        if not sep or len(digest) != 32:
+            raise CorruptDataError(
+                f"Expected '<digest> <record>' on line {number} of {path}. Got {line!r} instead."
+            )
+        entries.append((digest, record))
+    return entries
 
 
 class _SampleIO:
@@ -265,7 +285,7 @@ class CollectionReader:
         self._datasets: dict[str, _SampleIO] = {}
         self._chunks: dict[str, _ChunkTable | None] = {}
         self._fd: int | None = None
-        self._digests: dict[tuple[str, int], str] | None = None
+        self._digests: dict[str, str] | None = None
         self._open()
 
     def _open(self) -> None:
@@ -336,18 +356,13 @@ class CollectionReader:
         self._chunks[name] = table
         return table
 
-    def _content_digests(self) -> dict[tuple[str, int], str]:
-        """``(dataset, index) -> content digest`` of every sample, from the file's index."""
+    def _content_digests(self) -> dict[str, str]:
+        """Record string -> content digest of every sample, from the file's index."""
         if self._digests is None:
-            digests: dict[tuple[str, int], str] = {}
             try:
-                for line in self._index_path.read_text().splitlines():
-                    digest, _, record = line.partition(" ")
-                    dataset, _, rest = record.partition("$")[2].partition(" ")
-                    digests[(dataset, int(rest.partition("*")[0]))] = digest
-            except (OSError, ValueError):
-                digests = {}  # then Fletcher-32 checks the stored bytes instead
-            self._digests = digests
+                self._digests = {record: digest for digest, record in read_index(self._index_path)}
+            except OSError:  # CorruptDataError too: then Fletcher-32 checks the stored bytes
+                self._digests = {}
         return self._digests
 
     def fetch(
@@ -377,7 +392,7 @@ class CollectionReader:
         if isinstance(record, Record01):
             check = (sample_xxh64, record.checksum)
         else:
-            digest = self._content_digests().get((record.dataset, record.index))
+            digest = self._content_digests().get(record.encode())
             if digest is not None:
                 decoder, check = unchecked, (content_digest, digest)
         try:
@@ -449,7 +464,7 @@ class CollectionReader:
                     f"{self.path} to have xxhash64 {record.checksum}. Got {checksum} instead."
                 )
         elif not self.live:
-            expected = self._content_digests().get((record.dataset, record.index))
+            expected = self._content_digests().get(record.encode())
             digest = content_digest(out)
             if expected is not None and digest != expected:
                 raise CorruptDataError(

@@ -24,18 +24,19 @@ from typing import Any, overload
 import numpy as np
 
 from h5vc.errors import (
-    CorruptDataError,
     DataFileNotFoundError,
     InvalidOptionError,
     RecordFormatError,
     SchemaMismatchError,
 )
 from h5vc.samples.backends import (
+    INDEX_SUFFIX,
     CollectionReader,
     CollectionWriter,
     RecordChecker,
     content_digest,
     decode_sample,
+    read_index,
 )
 from h5vc.samples.records import Record00, Record01, SampleRecord, decode_record
 from h5vc.samples.schema import (
@@ -48,7 +49,6 @@ from h5vc.samples.schema import (
 
 __all__ = ["SampleReader", "SampleStore", "SampleWriter", "content_digest"]
 
-_INDEX_SUFFIX = ".index"
 #: At most this many decoding threads per reader unless asked for more.
 _MAX_DEFAULT_THREADS = 4
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
@@ -58,14 +58,8 @@ BATCH_WINDOW = 128
 def _load_index(directory: pathlib.Path) -> dict[str, str]:
     """Digest -> record of every complete collection file in ``directory``."""
     index: dict[str, str] = {}
-    for path in sorted(directory.glob(f"*{_INDEX_SUFFIX}")):
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
-            digest, sep, record = line.partition(" ")
-            if not sep or len(digest) != 32:
-                raise CorruptDataError(
-                    f"Expected '<digest> <record>' on line {number} of {path}. "
-                    f"Got {line!r} instead."
-                )
+    for path in sorted(directory.glob(f"*{INDEX_SUFFIX}")):
+        for digest, record in read_index(path):
             index.setdefault(digest, record)
     return index
 
