@@ -85,13 +85,15 @@ def delete_versions(f: VersionedHDF5File | h5py.Group, versions: str | Iterable[
         return
     survivors = [name for name in state.log.names() if name not in doomed]
     state.upgrade_layout()
-    _repoint(state, doomed, survivors)
-    for name in doomed:
-        del state.versions[name]
-    timeindex.remove_entries(state.version_data, doomed)
-    state.root.file.flush()
-    _release_chunks(state, survivors)
-    state.forget()
+    try:
+        _repoint(state, doomed, survivors)
+        for name in doomed:
+            del state.versions[name]
+        timeindex.remove_entries(state.version_data, doomed)
+        state.root.file.flush()
+        _release_chunks(state, survivors)
+    finally:
+        state.forget()  # chunks moved: cached hash indexes and chunk maps are stale
     state.root.file.flush()
 
 

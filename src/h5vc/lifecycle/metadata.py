@@ -92,9 +92,11 @@ def modify_metadata(
     except BaseException:
         del state.version_data[SCRATCH]
         raise
-    _swap(state, path, new_store, objects, maps, new)
-    del state.version_data[SCRATCH]
-    state.forget()
+    try:
+        _swap(state, path, new_store, objects, maps, new)
+        del state.version_data[SCRATCH]
+    finally:
+        state.forget()  # stores and virtual datasets were replaced: every cache is stale
     state.root.file.flush()
 
 
