@@ -4,9 +4,17 @@ One HDF5 file holds every version of a tree of groups and datasets.  Versions ar
 staged like h5py groups and committed; unchanged chunks are shared between
 versions, deduplicated by SHA-256; every committed version is a real HDF5 group of
 virtual datasets that any HDF5 tool reads.
+
+The public names are imported on first use, so that ``import h5vc.staging`` (pure
+numpy) does not load h5py.
 """
 
-from h5vc.api import VersionedHDF5File, open
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
 from h5vc.errors import (
     AncestorNotFoundError,
     CorruptDataError,
@@ -21,17 +29,72 @@ from h5vc.errors import (
     VersionExistsError,
     VersionNotFoundError,
 )
-from h5vc.lifecycle import (
-    delete_version,
-    delete_versions,
-    diff,
-    get_diff,
-    log,
-    modify_metadata,
-    repack,
+
+if TYPE_CHECKING:
+    from h5vc.api import VersionedHDF5File, open
+    from h5vc.lifecycle import (
+        delete_version,
+        delete_versions,
+        diff,
+        get_diff,
+        log,
+        modify_metadata,
+        repack,
+    )
+
+try:
+    __version__ = metadata.version("h5vc")
+except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+    __version__ = "0+unknown"
+
+#: Public name -> the module that defines it.
+_LAZY = {
+    "VersionedHDF5File": "h5vc.api",
+    "open": "h5vc.api",
+    **{
+        name: "h5vc.lifecycle"
+        for name in (
+            "delete_version",
+            "delete_versions",
+            "diff",
+            "get_diff",
+            "log",
+            "modify_metadata",
+            "repack",
+        )
+    },
+}
+_SUBPACKAGES = frozenset(
+    {
+        "api",
+        "chunking",
+        "errors",
+        "hashing",
+        "lifecycle",
+        "samples",
+        "staging",
+        "store",
+        "versions",
+        "wrappers",
+    }
 )
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f"h5vc.{name}")
+    else:
+        raise AttributeError(f"module 'h5vc' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_SUBPACKAGES})
+
 
 __all__ = [
     "AncestorNotFoundError",

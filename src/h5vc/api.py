@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from h5vc import lifecycle
 from h5vc.errors import (
     AncestorNotFoundError,
+    ClosedError,
+    StageInProgressError,
     VersionNotFoundError,
 )
 from h5vc.store import layout
@@ -23,6 +26,7 @@ from h5vc.versions import (
     parse_timestamp,
 )
 from h5vc.wrappers import CommittedGroup, StagedGroup
+from h5vc.wrappers.group import CommittedViews
 
 if TYPE_CHECKING:
     from h5vc.lifecycle import VersionDiff
@@ -50,6 +54,7 @@ class VersionedHDF5File:
             )
         self._file = f
         self._state: FileState | None = FileState.shared(f)
+        self._views = CommittedViews(self._state)
 
     # -- state --------------------------------------------------------------------
 
@@ -59,14 +64,17 @@ class VersionedHDF5File:
         return self._file
 
     @property
-    def _open_state(self) -> FileState:
+    def file_state(self) -> FileState:
+        """The state shared by every handle on this root (raises once closed)."""
         if self._state is None:
-            raise ValueError("This VersionedHDF5File is closed.")
+            raise ClosedError("This VersionedHDF5File is closed.")
         if not self._file.id.valid:
-            raise ValueError(
+            raise ClosedError(
                 "This VersionedHDF5File's h5py file or group is closed; reopen the file."
             )
         return self._state
+
+    _open_state = file_state
 
     @property
     def closed(self) -> bool:
@@ -76,6 +84,7 @@ class VersionedHDF5File:
         """Forget every cache; the h5py file stays open (its owner closes it)."""
         if self._state is not None:
             self._state.drop_caches()
+        self._views.clear()
         self._state = None
 
     @property
@@ -152,12 +161,12 @@ class VersionedHDF5File:
         state = self._open_state
         if name in ("", layout.FIRST_VERSION):
             raise VersionNotFoundError(f"{name!r} is not a committed version.")
-        group = state.committed_objects.get((name, ""))
+        group = self._views.get((name, ""))
         if group is None:
             if name not in state.log:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
-            group = CommittedGroup(state, name, state.versions[name])
-            state.committed_objects[(name, "")] = group
+            group = CommittedGroup(state, name, state.versions[name], views=self._views)
+            self._views[(name, "")] = group
         return group
 
     def get_version_by_timestamp(self, timestamp: Any, exact: bool = False) -> CommittedGroup:
@@ -194,7 +203,7 @@ class VersionedHDF5File:
         self._check_writable(f"stage version {version_name!r}")
         state = self._open_state
         if state.staging is not None:
-            raise ValueError(
+            raise StageInProgressError(
                 f"Cannot stage version {version_name!r} while version {state.staging!r} is "
                 f"being staged in the same file: leave that stage_version() block first."
             )
@@ -236,29 +245,21 @@ class VersionedHDF5File:
         return prev_version
 
     def __delitem__(self, name: str) -> None:
-        from h5vc.lifecycle import delete_versions
+        lifecycle.delete_versions(self.file_state, [name])
 
-        delete_versions(self, [name])
-
-    # -- inspection (implemented in h5vc.lifecycle) --------------------------------
+    # -- lifecycle (implemented in h5vc.lifecycle) ----------------------------------
 
     def diff(self, version1: str, version2: str) -> VersionDiff:
         """Groups, datasets, attributes and chunk regions that differ between two versions."""
-        from h5vc.lifecycle import diff
-
-        return diff(self, version1, version2)
+        return lifecycle.diff(self.file_state, version1, version2)
 
     def get_diff(self, name: str, version1: str, version2: str) -> dict[Any, Any]:
         """``{region: (data in version1, data in version2)}`` for dataset ``name``."""
-        from h5vc.lifecycle import get_diff
-
-        return get_diff(self, name, version1, version2)
+        return lifecycle.get_diff(self.file_state, name, version1, version2)
 
     def log(self, version: str | None = None) -> list[VersionInfo]:
         """Versions from ``version`` (default: the current one) back to the first."""
-        from h5vc.lifecycle import log
-
-        return log(self, version)
+        return lifecycle.log(self.file_state, version)
 
     def __repr__(self) -> str:
         if self._state is None:

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-__all__ = ["guess_chunks", "ChunkCache", "chunk_cache", "next_prime"]
+from h5vc.errors import InvalidOptionError
+
+__all__ = ["ChunkCache", "chunk_cache", "guess_chunks", "next_prime", "parse_chunks"]
 
 #: Chunk byte sizes guess_chunks aims between; larger datasets get larger chunks.
 MIN_CHUNK_BYTES = 64 * 1024
@@ -64,6 +67,25 @@ def guess_chunks(
     return tuple(int(c) for c in chunks)
 
 
+def parse_chunks(chunks: Any, ndim: int, what: str) -> tuple[int, ...]:
+    """``chunks`` (an int or a sequence of ints) as a chunk shape of ``ndim`` positive
+    extents; :class:`~h5vc.errors.InvalidOptionError` names ``what`` otherwise."""
+    try:
+        parsed = (
+            (int(chunks),)
+            if isinstance(chunks, int | np.integer)
+            else tuple(int(c) for c in chunks)
+        )
+    except (TypeError, ValueError):
+        parsed = ()
+    if len(parsed) != ndim or any(c <= 0 for c in parsed):
+        raise InvalidOptionError(
+            f"Expected chunks for {what} as {ndim} positive integers (one per axis). "
+            f"Got chunks={chunks!r} instead."
+        )
+    return parsed
+
+
 def next_prime(n: int) -> int:
     """The smallest prime >= n."""
     candidate = max(2, n)
@@ -91,6 +113,7 @@ def chunk_cache(
     n_chunks: int,
     *,
     cached_chunks: int = 32,
+    min_nbytes: int = 0,
     max_nbytes: int = 64 * 1024 * 1024,
     reread: bool = True,
 ) -> ChunkCache:
@@ -100,11 +123,12 @@ def chunk_cache(
     ``nslots``).  ``reread=True`` (chunks are read more than once, as in partial
     reads of a committed version) gives ``w0=0``: evict the least recently used
     chunk; ``False`` gives ``w0=1``: prefer evicting fully read chunks.
+    The size is kept between ``min_nbytes`` and ``max_nbytes``.
     ``chunk_nbytes=0`` or ``cached_chunks=0`` turns the cache off.
     """
     if chunk_nbytes <= 0 or cached_chunks <= 0:
         return ChunkCache(0, 1, 1.0)
-    nbytes = min(max_nbytes, chunk_nbytes * cached_chunks)
+    nbytes = min(max_nbytes, max(min_nbytes, chunk_nbytes * cached_chunks))
     fitting = max(1, nbytes // chunk_nbytes)
     nslots = next_prime(max(1, min(100 * fitting, max(n_chunks, 1))))
     return ChunkCache(int(nbytes), nslots, 0.0 if reread else 1.0)

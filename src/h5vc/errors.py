@@ -24,6 +24,10 @@ __all__ = [
     "RecordFormatError",
     "SchemaMismatchError",
     "DataFileNotFoundError",
+    "ClosedError",
+    "StageInProgressError",
+    "InvalidVersionNameError",
+    "ChunkDecodeError",
 ]
 
 
@@ -91,3 +95,19 @@ class SchemaMismatchError(H5vcError, ValueError):
 
 class DataFileNotFoundError(H5vcError, FileNotFoundError):
     """A data file that a record or index points to does not exist."""
+
+
+class ClosedError(H5vcError, ValueError):
+    """A handle (versioned file, sample writer) was used after it was closed."""
+
+
+class StageInProgressError(H5vcError, ValueError):
+    """A version is already being staged in this file: one stage at a time."""
+
+
+class InvalidVersionNameError(H5vcError, ValueError):
+    """A version name cannot be used here (empty, with '/', or ``__first_version__``)."""
+
+
+class ChunkDecodeError(H5vcError, ValueError):
+    """A stored chunk's bytes are not a valid encoding of the expected array."""

@@ -145,7 +145,7 @@ def test_abandoned_stage_takes_the_written_chunks_back(
         g.create_dataset("b/c/z", data=np.ones(3), chunks=(2,))
         if where == "in the block":
             raise RuntimeError("disk full")
-        monkeypatch.setattr(h5vc.versions, "create_virtual_dataset", fail)
+        monkeypatch.setattr(h5vc.versions.commit, "create_virtual_dataset", fail)
     monkeypatch.undo()
     assert snapshot_group(h5file) == before
     with vf.stage_version("v2") as g:  # dedup must not find chunks that were taken back

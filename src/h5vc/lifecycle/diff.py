@@ -19,13 +19,14 @@ import h5py
 import ndindex
 import numpy as np
 
-from h5vc.api import VersionedHDF5File
-from h5vc.errors import VersionNotFoundError
-from h5vc.lifecycle._tree import DatasetNotFoundError, address, as_versioned
+from h5vc.errors import DatasetNotFoundError, VersionNotFoundError
 from h5vc.store import layout
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.versions import FileState, dataset_chunks
+from h5vc.store.reading import read_fill, staged_array
+from h5vc.store.tree import dataset_chunks, join_path
+from h5vc.store.tree import object_address as address
+from h5vc.versions import FileState, resolve_state
 
 __all__ = ["DatasetChange", "VersionDiff", "diff", "get_diff"]
 
@@ -140,9 +141,13 @@ def _committed(state: FileState, name: str) -> str:
     return name
 
 
-def diff(f: VersionedHDF5File | h5py.Group, version1: str, version2: str) -> VersionDiff:
-    """Groups, datasets and attributes added, removed or changed from ``version1`` to ``version2``."""
-    state = as_versioned(f)._open_state
+def diff(f: Any, version1: str, version2: str) -> VersionDiff:
+    """Groups, datasets and attributes added, removed or changed from ``version1`` to ``version2``.
+
+    ``f`` is a :class:`~h5vc.VersionedHDF5File` or the h5py file/group holding the
+    versioned data.
+    """
+    state = resolve_state(f)
     collector = _Collector(state, _committed(state, version1), _committed(state, version2))
     _compare_groups(collector, state.versions[version1], state.versions[version2], "")
     return collector.result()
@@ -167,10 +172,6 @@ def _same_value(a: Any, b: Any) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and bool(np.all(a == b))
 
 
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}/{name}" if prefix else name
-
-
 def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path: str) -> None:
     if path and address(g1) == address(g2):
         return  # one shared object: nothing below it differs
@@ -180,7 +181,7 @@ def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path:
     )
     names1, names2 = set(g1), set(g2)
     for name in sorted(names1 | names2):
-        child = _join(path, name)
+        child = join_path(path, name)
         obj1 = g1[name] if name in names1 else None
         obj2 = g2[name] if name in names2 else None
         kind1, kind2 = _kind(obj1), _kind(obj2)
@@ -214,15 +215,8 @@ def _slot_digests(collector: _Collector, path: str) -> np.ndarray:
     """SHA-256 digest of each slot of ``path``'s store, as ``V32`` scalars."""
     cached = collector.digests.get(path)
     if cached is None:
-        store = collector.state.store(path)
-        if store is None:
-            raise DatasetNotFoundError(f"Dataset {path!r} has no raw_data to compare.")
-        n_rows = int(store.hash_table.attrs.get(layout.ATTR_LARGEST_INDEX, 0))
-        rows = store.hash_table[:n_rows]
-        cached = np.zeros(n_rows, dtype="V32")
-        slots = rows["shape"][:, 0] // store.chunks[0]
-        cached[slots] = np.ascontiguousarray(rows["hash"]).view("V32").ravel()
-        collector.digests[path] = cached
+        store = collector.state.require_store(path, collector.version2)
+        cached = collector.digests[path] = store.slot_digests()
     return cached
 
 
@@ -270,7 +264,7 @@ def _padded(slots: np.ndarray, grid: tuple[int, ...]) -> np.ndarray:
 
 
 def get_diff(
-    f: VersionedHDF5File | h5py.Group, name: str, version1: str, version2: str
+    f: Any, name: str, version1: str, version2: str
 ) -> dict[ndindex.Tuple, tuple[np.ndarray, np.ndarray]]:
     """``{region: (data in version1, data in version2)}`` for each differing chunk region of ``name``.
 
@@ -278,8 +272,7 @@ def get_diff(
     shape; each side is clipped to its own shape (empty where the region lies
     outside it, or where the dataset is absent from that version).
     """
-    vf = as_versioned(f)
-    state = vf._open_state
+    state = resolve_state(f)
     path = name.strip("/")
     versions = (_committed(state, version1), _committed(state, version2))
     datasets = [_dataset_or_none(state.versions[v], path) for v in versions]
@@ -294,7 +287,10 @@ def get_diff(
         else ChunkMap.empty((0,) * present.ndim, dataset_chunks(present))
         for v, d in zip(versions, datasets)
     ]
-    views = [vf[v][path] if d is not None else None for v, d in zip(versions, datasets)]
+    views = [
+        None if d is None else _reader(state, v, path, m)
+        for v, d, m in zip(versions, datasets, maps)
+    ]
     collector = _Collector(state, *versions)
     result: dict[ndindex.Tuple, tuple[np.ndarray, np.ndarray]] = {}
     for region in _differing_regions(maps[0], maps[1], lambda: _slot_digests(collector, path)):
@@ -309,6 +305,13 @@ def get_diff(
                 sides.append(np.asarray(view[clipped]))
         result[region] = (sides[0], sides[1])
     return result
+
+
+def _reader(state: FileState, version: str, path: str, chunk_map: ChunkMap) -> Any:
+    """A read-only array over dataset ``path`` of ``version``, read through its chunk map."""
+    store = state.require_store(path, version)
+    dtype = store.raw_data.dtype
+    return staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
 
 
 def _dataset_or_none(group: h5py.Group, path: str) -> h5py.Dataset | None:

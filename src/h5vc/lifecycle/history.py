@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import h5py
+from typing import Any
 
-from h5vc.api import VersionedHDF5File
 from h5vc.errors import VersionNotFoundError
-from h5vc.lifecycle._tree import as_versioned
 from h5vc.store import layout
-from h5vc.versions import VersionInfo, format_timestamp
+from h5vc.versions import VersionInfo, format_timestamp, resolve_state
 
 __all__ = ["format_log", "log"]
 
 
-def log(f: VersionedHDF5File | h5py.Group, version: str | None = None) -> list[VersionInfo]:
+def log(f: Any, version: str | None = None) -> list[VersionInfo]:
     """``version`` (default: the current version) and its ancestors, newest first.
 
     Each entry has the name, parent (``prev_version``, None for a root),
     timestamp, message and author.  An empty file has an empty log.
     """
-    state = as_versioned(f)._open_state
+    state = resolve_state(f)
     start = state.current_version if version is None else version
     if start == layout.FIRST_VERSION:
         return []

@@ -22,36 +22,28 @@ kept as they are.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import h5py
 import numpy as np
 
-from h5vc.api import VersionedHDF5File
-from h5vc.errors import InvalidOptionError, MetadataMismatchError
-from h5vc.lifecycle._tree import (
-    DatasetNotFoundError,
-    DatasetObject,
-    as_versioned,
-    collect_datasets,
-    rebuild_virtual_dataset,
-)
-from h5vc.lifecycle.delete import COPY_BUDGET_BYTES
+from h5vc.chunking import parse_chunks
+from h5vc.errors import DatasetNotFoundError, InvalidOptionError, MetadataMismatchError
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap, grid_shape
+from h5vc.store.compact import COPY_BUDGET_BYTES, slot_windows
 from h5vc.store.rawdata import RawDataStore
-from h5vc.versions import FileState
-from h5vc.wrappers.dataset import array_from_chunk_map
+from h5vc.store.reading import staged_array
+from h5vc.store.tree import DatasetObject, collect_datasets, rebuild_virtual_dataset
+from h5vc.versions import FileState, resolve_state
 
 __all__ = ["modify_metadata"]
 
 SCRATCH = "__h5vc_rewrite__"
-_FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
 
 
 def modify_metadata(
-    f: VersionedHDF5File | h5py.Group,
+    f: Any,
     dataset_name: str,
     chunks: tuple[int, ...] | int | None = None,
     compression: Any = None,
@@ -67,12 +59,11 @@ def modify_metadata(
     shape or compression, and :class:`~h5vc.errors.MetadataMismatchError` if
     the data does not fit ``dtype``.  On error the file is unchanged.
     """
-    vf = as_versioned(f)
-    state = vf._open_state
+    state = resolve_state(f)
     state.check_writable(f"modify the metadata of {dataset_name!r}")
     path = str(dataset_name).strip("/")
     store = state.store(path)
-    found = collect_datasets(state, state.log.names(), only_path=path).get(path)
+    found = collect_datasets(state.versions, state.log.names(), only_path=path).get(path)
     if store is None or not found:
         raise DatasetNotFoundError(
             f"Cannot modify dataset {dataset_name!r}: expected a dataset path present in "
@@ -111,7 +102,7 @@ class _Settings:
 
     @classmethod
     def of(cls, store: RawDataStore, dataset: h5py.Dataset) -> _Settings:
-        return cls(store.chunks, store.raw_data.dtype, dataset.fillvalue, _filters(store))
+        return cls(store.chunks, store.raw_data.dtype, dataset.fillvalue, store.filters())
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Settings):
@@ -129,7 +120,13 @@ class _Settings:
     def updated(
         self, path: str, chunks: Any, compression: Any, opts: Any, dtype: Any, fill: Any
     ) -> _Settings:
-        new_chunks = self.chunks if chunks is None else _parse_chunks(path, chunks, self.chunks)
+        new_chunks = (
+            self.chunks
+            if chunks is None
+            else parse_chunks(
+                chunks, len(self.chunks), f"dataset {path!r} (stored with chunks {self.chunks})"
+            )
+        )
         new_dtype = self.dtype if dtype is None else _parse_dtype(path, dtype)
         filters = dict(self.filters)
         if compression is not None:
@@ -140,45 +137,6 @@ class _Settings:
         source_fill = self.fill if fill is None else fill
         new_fill = None if new_dtype.kind == "O" else _convert_fill(path, source_fill, new_dtype)
         return _Settings(new_chunks, new_dtype, new_fill, filters)
-
-
-def _filters(store: RawDataStore) -> dict[str, Any]:
-    """The filter pipeline of raw_data as ``create_dataset`` keywords."""
-    dcpl = store.raw_data.id.get_create_plist()
-    filters: dict[str, Any] = {}
-    for i in range(dcpl.get_nfilters()):
-        code, _flags, values, _name = dcpl.get_filter(i)
-        if code == h5py.h5z.FILTER_SHUFFLE:
-            filters["shuffle"] = True
-        elif code == h5py.h5z.FILTER_FLETCHER32:
-            filters["fletcher32"] = True
-        elif code == h5py.h5z.FILTER_SCALEOFFSET:
-            filters["scaleoffset"] = store.raw_data.scaleoffset
-        elif code in _FILTER_NAMES:
-            filters["compression"] = _FILTER_NAMES[code]
-            if code == 1:
-                filters["compression_opts"] = int(values[0])
-        else:
-            filters["compression"] = int(code)
-            filters["compression_opts"] = tuple(int(v) for v in values)
-    return filters
-
-
-def _parse_chunks(path: str, chunks: Any, old: tuple[int, ...]) -> tuple[int, ...]:
-    try:
-        parsed = (
-            (int(chunks),)
-            if isinstance(chunks, int | np.integer)
-            else tuple(int(c) for c in chunks)
-        )
-    except (TypeError, ValueError):
-        parsed = ()
-    if len(parsed) != len(old) or any(c <= 0 for c in parsed):
-        raise InvalidOptionError(
-            f"Cannot rechunk dataset {path!r}: expected chunks as {len(old)} positive "
-            f"integers (it is stored with chunks {old}). Got chunks={chunks!r} instead."
-        )
-    return parsed
 
 
 def _parse_dtype(path: str, dtype: Any) -> np.dtype:
@@ -295,7 +253,7 @@ def _convert_slots(
     used = np.flatnonzero(extents[:, 0] > 0) if n_slots else np.zeros(0, dtype=np.int64)
     slot_map = np.full(max(n_slots, 1), -1, dtype=np.int64)
     c0 = old_store.chunks[0]
-    for batch in _windows(old_store.raw_data, used, c0):
+    for batch in slot_windows(old_store.raw_data, used, c0):
         window = old_store.raw_data[int(batch[0]) * c0 : (int(batch[-1]) + 1) * c0]
         chunks = []
         for slot in batch.tolist():
@@ -309,18 +267,6 @@ def _convert_slots(
     return slot_map
 
 
-def _windows(raw_data: h5py.Dataset, used: np.ndarray, c0: int) -> Iterator[np.ndarray]:
-    """Split sorted ``used`` slots into groups whose row span fits the copy budget."""
-    slot_bytes = c0 * int(np.prod(raw_data.shape[1:], dtype=np.int64))
-    slot_bytes *= raw_data.dtype.itemsize if raw_data.dtype.kind != "O" else 64
-    budget = max(1, COPY_BUDGET_BYTES // max(slot_bytes, 1))
-    k = 0
-    while k < len(used):
-        end = max(int(np.searchsorted(used, used[k] + budget)), k + 1)
-        yield used[k:end]
-        k = end
-
-
 def _rechunk(
     old_store: RawDataStore,
     new_store: RawDataStore,
@@ -331,7 +277,7 @@ def _rechunk(
 ) -> ChunkMap:
     """The chunk map of one version in the new chunk shape, storing unseen chunks."""
     new_map = ChunkMap.empty(chunk_map.shape, new.chunks)
-    source = array_from_chunk_map(chunk_map, old_store.raw_data, old.dtype, _source_fill(old, new))
+    source = staged_array(chunk_map, old_store.raw_data, old.dtype, _source_fill(old, new))
     pending: list[tuple[tuple, tuple[int, ...]]] = []
     arrays: list[np.ndarray] = []
     pending_bytes = 0
@@ -397,11 +343,9 @@ def _swap(
     new: _Settings,
 ) -> None:
     """Move the new raw_data and hash_table in place; rebuild every virtual dataset."""
-    group = state.version_data[path]
-    for name in (layout.RAW_DATA, layout.HASH_TABLE):
-        del group[name]
-        state.version_data.move(f"{new_store.group.name}/{name}", f"{group.name}/{name}")
-    raw_data = group[layout.RAW_DATA]
+    store = state.require_store(path, objects[0].versions[0])
+    store.replace_with(new_store)
+    raw_data = store.raw_data
     chunks_attr = {layout.ATTR_CHUNKS: np.asarray(new.chunks, dtype=np.int64)}
     for obj, chunk_map in zip(objects, maps):
         rebuild_virtual_dataset(

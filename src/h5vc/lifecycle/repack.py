@@ -16,8 +16,8 @@ import os
 import h5py
 
 from h5vc.errors import NotVersionedError
-from h5vc.lifecycle._tree import copy_attrs
 from h5vc.store import layout
+from h5vc.store.tree import copy_attrs
 
 __all__ = ["repack"]
 

@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 import xxhash
 
-from h5vc.chunking import ChunkCache, next_prime
+from h5vc.chunking import ChunkCache, chunk_cache
 from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
 from h5vc.samples.chunks import ChunkDecoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
@@ -40,7 +40,6 @@ __all__ = [
     "CollectionReader",
     "RecordChecker",
     "cache_settings",
-    "check_record",
     "chunk_shape",
     "collection_path",
     "decode_sample",
@@ -110,11 +109,14 @@ def cache_settings(schema: Schema) -> ChunkCache:
     chunks = chunk_shape(schema)
     chunk_bytes = math.prod(chunks) * schema.dtype.itemsize
     per_sample = math.prod(-(-max(dim, 1) // c) for dim, c in zip(schema.shape, chunks[1:]))
-    nbytes = min(_MAX_CACHE_BYTES, max(_DEFAULT_CACHE_BYTES, per_sample * chunk_bytes))
-    nbytes = max(nbytes, chunk_bytes)
-    chunks_per_dataset = -(-schema.collection_size // chunks[0]) * per_sample
-    nslots = next_prime(min(100 * max(1, nbytes // chunk_bytes), chunks_per_dataset))
-    return ChunkCache(nbytes, nslots, 1.0)
+    return chunk_cache(
+        chunk_bytes,
+        -(-schema.collection_size // chunks[0]) * per_sample,
+        cached_chunks=per_sample,
+        min_nbytes=_DEFAULT_CACHE_BYTES,
+        max_nbytes=max(_MAX_CACHE_BYTES, chunk_bytes),
+        reread=False,
+    )
 
 
 def collection_path(directory: pathlib.Path, uid: str) -> pathlib.Path:
@@ -502,7 +504,7 @@ def decode_sample(
 
 
 class RecordChecker:
-    """Checks that records can point into the files of one schema (see :func:`check_record`)."""
+    """Checks that records can point into the files of one schema ."""
 
     __slots__ = ("_backend", "_count", "_directory", "_fixed", "_limits", "_schema", "_size")
 
@@ -535,8 +537,3 @@ class RecordChecker:
                 f"datasets of {schema.collection_size} samples of shape {schema.shape} in "
                 f"{self._directory}. Got {record.encode()!r} instead."
             )
-
-
-def check_record(record: SampleRecord, schema: Schema, directory: pathlib.Path) -> None:
-    """Raise RecordFormatError unless ``record`` can point into a file of ``schema``."""
-    RecordChecker(schema, directory)(record)

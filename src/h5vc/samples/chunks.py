@@ -42,6 +42,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.errors import ChunkDecodeError
+
 __all__ = [
     "BLOSC_FILTER",
     "ChunkDecodeError",
@@ -69,10 +71,6 @@ _FLETCHER_WEIGHTS = np.arange(_FLETCHER_BLOCK, 0, -1, dtype=np.uint64)
 
 #: A chunk's file offset, stored size and filter mask; ``None`` for a chunk never written.
 ChunkLocation = tuple[int, int, int] | None
-
-
-class ChunkDecodeError(ValueError):
-    """Stored chunk bytes that do not decode to a whole sample."""
 
 
 def _blosc_module() -> Any:

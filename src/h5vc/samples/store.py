@@ -24,6 +24,7 @@ from typing import Any, overload
 import numpy as np
 
 from h5vc.errors import (
+    ClosedError,
     DataFileNotFoundError,
     InvalidOptionError,
     RecordFormatError,
@@ -182,7 +183,7 @@ class SampleWriter:
     def write(self, array: np.ndarray) -> str:
         """Store ``array`` unless an identical sample is stored; return its record string."""
         if self.closed:
-            raise ValueError(f"Expected an open writer for {self.directory}. It is closed.")
+            raise ClosedError(f"Expected an open writer for {self.directory}. It is closed.")
         array = check_sample(array, self.schema)
         digest = content_digest(array)
         existing = self._index.get(digest)

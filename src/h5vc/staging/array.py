@@ -112,13 +112,6 @@ class StagedChangesArray:
             f"dtype={self.dtype} base slabs={self.n_base_slabs} staged slabs={n_staged}>"
         )
 
-    def _set_layout(
-        self, shape: tuple[int, ...], slab_indices: np.ndarray, slab_offsets: np.ndarray
-    ) -> None:
-        self.shape = shape
-        self.slab_indices = slab_indices
-        self.slab_offsets = slab_offsets
-
     # -- plans ----------------------------------------------------------------------
 
     def _getitem_plan(self, index: Any) -> GetItemPlan:

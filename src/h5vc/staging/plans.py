@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from h5vc.staging.indexing import ParsedIndex, parse_index, raise_numpy_setitem_error
+from h5vc.staging.indexing import ParsedIndex, parse_index
 from h5vc.staging.mapper import AxisChunkPairs
 from h5vc.staging.transfer import OUT, VALUE, TransferPlan
 
@@ -321,14 +321,6 @@ class SetItemPlan:
         buffer[() if index.post_index is None else index.post_index] = value
         return buffer
 
-    def execute(self, array: StagedChangesArray, value: Any) -> None:
-        try:
-            source = self.value_source(array, value)
-        except (TypeError, ValueError, OverflowError, IndexError) as error:
-            raise_numpy_setitem_error(self.user_index, array.shape, array.dtype, value, error)
-            raise  # unreachable: the line above always raises
-        self.write(array, source)
-
     def write(self, array: StagedChangesArray, source: np.ndarray) -> None:
         """Move chunks off read-only slabs, then copy ``source`` in (cannot fail)."""
         if self.moves is not None:
@@ -448,7 +440,9 @@ class ResizePlan:
                 step.create_slab(array)
             else:
                 step.execute(array.slabs[step.source_slab], array.slabs[step.destination_slab])
-        array._set_layout(self.shape, self.slab_indices, self.slab_offsets)
+        array.shape = self.shape
+        array.slab_indices = self.slab_indices
+        array.slab_offsets = self.slab_offsets
         for slab in self.dropped:
             array.slabs[slab] = None
 

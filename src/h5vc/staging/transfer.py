@@ -4,18 +4,18 @@ A :class:`TransferPlan` is a list of *slice pairs*: for each, a source start, a
 destination start, a shared count and a step per axis on either side (the
 ``start``/``stride``/``count`` of an HDF5 hyperslab). Pairs that continue one
 another along axis 0 on both sides are merged when the plan is built, so chunks
-lying in consecutive rows of a slab move in a single call: one
-``read_direct`` of an ``h5py.Dataset`` or one numpy copy.
+lying in consecutive rows of a slab move in a single call: one hyperslab read of a
+:class:`HyperslabReader` slab or one numpy copy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["TransferPlan", "endpoint_name", "read_many_slices"]
+__all__ = ["HyperslabReader", "TransferPlan", "endpoint_name", "read_many_slices"]
 
 #: Endpoint of a transfer that is not a slab: the ``__setitem__`` value or the
 #: ``__getitem__`` result buffer.
@@ -162,67 +162,21 @@ def _slices(starts: list[int], counts: list[int], steps: tuple[int, ...]) -> tup
     )
 
 
-#: Below this many elements per call, ``h5py.Dataset.__getitem__`` plus a copy is
-#: faster than ``read_direct``, whose fixed cost is several times higher.
-READ_DIRECT_MIN_ELEMENTS = 1 << 16
+class HyperslabReader(Protocol):
+    """A base slab that fills a numpy array in place, one hyperslab per slice pair
+    (``h5vc.store.reading.RawDataSlab`` for ``raw_data``)."""
 
-
-def _reads_directly(source: Any, destination: np.ndarray, count: np.ndarray) -> bool:
-    """Whether to let the h5py-like ``source`` fill ``destination`` in place."""
-    return (
-        hasattr(source, "read_direct")
-        and int(count.prod(axis=1).max()) >= READ_DIRECT_MIN_ELEMENTS
-        and destination.flags.c_contiguous
-        and destination.dtype.kind != "O"
-        and source.dtype == destination.dtype
-    )
-
-
-def _reads_hyperslabs(source: Any, destination: np.ndarray) -> bool:
-    """Whether ``source`` is an HDF5 dataset that can fill ``destination`` in place.
-
-    Duck-typed on h5py's low-level dataset identifier, so this package never
-    imports h5py.
-    """
-    dataset_id = getattr(source, "id", None)
-    return (
-        dataset_id is not None
-        and hasattr(dataset_id, "get_space")
-        and hasattr(dataset_id, "read")
-        and destination.flags.c_contiguous
-        and destination.dtype.kind != "O"
-        and getattr(source, "dtype", None) == destination.dtype
-    )
-
-
-def _read_hyperslabs(
-    source: Any,
-    destination: np.ndarray,
-    src_starts: list[list[int]],
-    dst_starts: list[list[int]],
-    counts: list[list[int]],
-    src_step: tuple[int, ...],
-    dst_step: tuple[int, ...],
-) -> None:
-    """One ``H5Dread`` per slice pair, hyperslab to hyperslab, no temporary array.
-
-    This skips the selection parsing h5py's high-level API does on every call,
-    which dominates when a read is split into many runs of chunks.
-    """
-    dataset_id = source.id
-    file_space = dataset_id.get_space()
-    memory_space = file_space.copy()
-    memory_space.set_extent_simple(destination.shape if destination.ndim else (1,))
-    read = dataset_id.read
-    select_file = file_space.select_hyperslab
-    select_memory = memory_space.select_hyperslab
-    src_stride = tuple(src_step)
-    dst_stride = tuple(dst_step)
-    for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
-        count = tuple(counts_row)
-        select_file(tuple(src_row), count, src_stride)
-        select_memory(tuple(dst_row), count, dst_stride)
-        read(memory_space, file_space, destination)
+    def read_hyperslabs(
+        self,
+        destination: np.ndarray,
+        src_starts: list[list[int]],
+        dst_starts: list[list[int]],
+        counts: list[list[int]],
+        src_step: tuple[int, ...],
+        dst_step: tuple[int, ...],
+    ) -> bool:
+        """Copy every slice pair; False (nothing copied) if ``destination`` does not suit."""
+        ...
 
 
 def read_many_slices(
@@ -237,8 +191,8 @@ def read_many_slices(
 ) -> None:
     """``destination[dst slice] = source[src slice]`` for every slice pair.
 
-    ``source`` may be any numpy-like array; large reads from an ``h5py.Dataset``
-    go through ``read_direct`` straight into ``destination``.
+    ``source`` may be any numpy-like array; a :class:`HyperslabReader` fills
+    ``destination`` in place.
     """
     counts = count.tolist()
     dst_starts = dst_start.tolist()
@@ -248,16 +202,10 @@ def read_many_slices(
             destination[_slices(starts, counts_row, dst_step)] = fill
         return
     src_starts = src_start.tolist()
-    if _reads_hyperslabs(source, destination):
-        _read_hyperslabs(source, destination, src_starts, dst_starts, counts, src_step, dst_step)
-        return
-    if _reads_directly(source, destination, count):
-        for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
-            source.read_direct(
-                destination,
-                _slices(src_row, counts_row, src_step),
-                _slices(dst_row, counts_row, dst_step),
-            )
+    reader = getattr(source, "read_hyperslabs", None)
+    if reader is not None and reader(
+        destination, src_starts, dst_starts, counts, src_step, dst_step
+    ):
         return
     for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
         destination[_slices(dst_row, counts_row, dst_step)] = source[

@@ -98,15 +98,7 @@ class ChunkMap:
         if self.slots.size == 0:
             empty = np.zeros((0, ndim), dtype=np.int64)
             return Runs(empty, np.zeros(0, np.int64), np.zeros(0, np.int64))
-        n0 = self.slots.shape[0]
-        # Columns: every chunk coordinate on axes 1..; rows: axis 0.
-        by_column = self.slots.reshape(n0, -1).T  # (n_columns, n0)
-        stored = by_column >= 0
-        follows = np.zeros_like(stored)
-        follows[:, 1:] = (
-            stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
-        )
-        starts = stored & ~follows
+        by_column, stored, starts = self._run_starts()
         col_idx, row_idx = np.nonzero(starts)
         # The length of each run: distance to the next start or stored-gap in the column.
         run_id = np.cumsum(starts.ravel()).reshape(starts.shape) - 1
@@ -135,16 +127,21 @@ class ChunkMap:
         ids = np.full(self.slots.shape, -1, dtype=np.int64)
         if self.slots.size == 0:
             return ids
-        n0 = self.slots.shape[0]
-        by_column = self.slots.reshape(n0, -1).T
+        _, stored, starts = self._run_starts()
+        run_id = np.cumsum(starts.ravel()).reshape(stored.shape) - 1
+        ids.reshape(self.slots.shape[0], -1).T[stored] = run_id[stored]
+        return ids
+
+    def _run_starts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Slots by chunk column (``(n_columns, n0)``: every chunk coordinate past axis
+        0, then axis 0), which of them are stored and which start a run."""
+        by_column = self.slots.reshape(self.slots.shape[0], -1).T
         stored = by_column >= 0
         follows = np.zeros_like(stored)
         follows[:, 1:] = (
             stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
         )
-        run_id = np.cumsum((stored & ~follows).ravel()).reshape(stored.shape) - 1
-        ids.reshape(n0, -1).T[stored] = run_id[stored]
-        return ids
+        return by_column, stored, stored & ~follows
 
     def single_chunk_runs(self) -> Runs:
         """One run per stored chunk, in C order over the chunk grid."""

@@ -32,6 +32,8 @@ from h5vc.store.layout import (
 
 __all__ = ["RawDataStore"]
 
+_FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
+
 
 class RawDataStore:
     """``raw_data`` + ``hash_table`` of one dataset path, with an in-memory hash index."""
@@ -106,6 +108,69 @@ class RawDataStore:
                 f"Dataset {name!r} is stored with dtype {self.raw_data.dtype}; its dtype "
                 f"cannot change between versions. Got dtype={np.dtype(dtype)} instead."
             )
+
+    # -- reading --------------------------------------------------------------------
+
+    @property
+    def filename(self) -> str:
+        return str(self.group.file.filename)
+
+    @property
+    def n_rows(self) -> int:
+        """Number of valid hash-table rows (its ``largest_index``)."""
+        return self._n_rows
+
+    def rows(self) -> np.ndarray:
+        """The valid hash-table rows."""
+        return self.hash_table[: self._n_rows]
+
+    def slot_digests(self) -> np.ndarray:
+        """SHA-256 digest of the chunk in each slot, as ``V32`` scalars."""
+        rows = self.rows()
+        slots = rows["shape"][:, 0] // self.chunks[0]
+        # Slots written by an interrupted commit have no row: their digest stays zero.
+        size = max(self.n_slots, int(slots.max(initial=-1)) + 1)
+        digests = np.zeros(size, dtype="V32")
+        digests[slots] = np.ascontiguousarray(rows["hash"]).view("V32").ravel()
+        return digests
+
+    def filters(self) -> dict[str, Any]:
+        """The filter pipeline of raw_data as ``create_dataset`` keywords."""
+        dcpl = self.raw_data.id.get_create_plist()
+        filters: dict[str, Any] = {}
+        for i in range(dcpl.get_nfilters()):
+            code, _flags, values, _name = dcpl.get_filter(i)
+            if code == h5py.h5z.FILTER_SHUFFLE:
+                filters["shuffle"] = True
+            elif code == h5py.h5z.FILTER_FLETCHER32:
+                filters["fletcher32"] = True
+            elif code == h5py.h5z.FILTER_SCALEOFFSET:
+                filters["scaleoffset"] = self.raw_data.scaleoffset
+            elif code in _FILTER_NAMES:
+                filters["compression"] = _FILTER_NAMES[code]
+                if code == h5py.h5z.FILTER_DEFLATE:
+                    filters["compression_opts"] = int(values[0])
+            else:
+                filters["compression"] = int(code)
+                filters["compression_opts"] = tuple(int(v) for v in values)
+        return filters
+
+    def reload(self) -> None:
+        """Forget what was read (the store was rewritten in place)."""
+        self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+        self._n_slots = None
+        self._index = None
+
+    def replace_with(self, new: RawDataStore) -> None:
+        """Move ``new``'s raw_data and hash_table in place of this store's."""
+        for name in (RAW_DATA, HASH_TABLE):
+            del self.group[name]
+            self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
+        self.raw_data = self.group[RAW_DATA]
+        self.hash_table = self.group[HASH_TABLE]
+        self.chunks = new.chunks
+        self._fillvalue = None
+        self.reload()
 
     # -- the hash index -------------------------------------------------------------
 

@@ -105,10 +105,8 @@ def remove_entries(version_data: h5py.Group, removed: set[str]) -> None:
 def lookup(version_data: h5py.Group, ts: np.datetime64, exact: bool = False) -> str | None:
     """The version committed at ``ts`` or the latest before it (None: no such version).
 
-    Raises ``LookupError`` if the file has no index.
+    The file must have an index (:func:`has_index`).
     """
-    if INDEX_NAME not in version_data:
-        raise LookupError("This file has no persisted version index.")
     group = version_data[INDEX_NAME]
     stamps = group[TIMESTAMPS][()]
     value = _as_int(ts)

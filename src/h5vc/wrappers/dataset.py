@@ -20,7 +20,8 @@ from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.versions import DatasetCommit, Link
+from h5vc.store.reading import read_fill, staged_array
+from h5vc.versions import DatasetCommit, FileState, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.direct import DirectReader
 
@@ -33,28 +34,13 @@ __all__ = [
 ]
 
 
-def array_from_chunk_map(
-    chunk_map: ChunkMap, raw_data: h5py.Dataset, dtype: np.dtype, fillvalue: Any
-) -> StagedChangesArray:
-    """A staging array whose chunks sit on ``raw_data`` per ``chunk_map``."""
-    slots = chunk_map.slots
-    stored = slots >= 0
-    return StagedChangesArray(
-        shape=chunk_map.shape,
-        chunk_size=chunk_map.chunks,
-        dtype=dtype,
-        fill_value=fillvalue,
-        base_slabs=[raw_data],
-        slab_indices=stored.astype(np.intp),
-        slab_offsets=np.where(stored, slots * chunk_map.chunks[0], 0).astype(np.intp),
-    )
+#: A staging array whose chunks sit on ``raw_data`` per a chunk map.
+array_from_chunk_map = staged_array
 
 
 def default_fill(dtype: np.dtype) -> Any:
     """The fill value HDF5 uses when none is given."""
-    if dtype.kind == "O":
-        return b""
-    return np.zeros((), dtype=dtype)[()]
+    return read_fill(dtype, None)
 
 
 class _DatasetBase:
@@ -245,8 +231,7 @@ class CommittedDataset(_DatasetBase):
 
     def __getitem__(self, index: Any) -> Any:
         if self._direct is None:
-            dtype = self.dtype
-            fill = default_fill(dtype) if dtype.kind == "O" else self._fillvalue
+            fill = read_fill(self.dtype, self._fillvalue)
             self._direct = DirectReader(self._chunk_map, self._raw_data, fill)
         result = self._direct.read(index)
         if result is None:
@@ -260,8 +245,9 @@ class CommittedDataset(_DatasetBase):
     def _data(self) -> StagedChangesArray:
         if self._array is None:
             dtype = self.dtype
-            fill = default_fill(dtype) if dtype.kind == "O" else self._fillvalue
-            self._array = array_from_chunk_map(self._chunk_map, self._raw_data, dtype, fill)
+            self._array = staged_array(
+                self._chunk_map, self._raw_data, dtype, read_fill(dtype, self._fillvalue)
+            )
         return self._array
 
     @property
@@ -299,16 +285,28 @@ class CommittedDataset(_DatasetBase):
 
 def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:
     """Reopen a committed dataset in another process (pickling, dask workers)."""
-    from h5vc.api import VersionedHDF5File
-
     file = h5py.File(filename, "r")
-    vf = VersionedHDF5File(file[root])
-    dataset = vf[version][path]
-    assert isinstance(dataset, CommittedDataset)
+    state = FileState.shared(file[root])
+    dataset = open_committed_dataset(state, version, path, state.version_group(version)[path])
     # The dataset keeps the file open by itself; drop the private caches so that
     # nothing else does once the dataset is gone.
-    vf.close()
+    state.drop_caches()
     return dataset
+
+
+def open_committed_dataset(
+    state: FileState, version: str, path: str, obj: h5py.Dataset
+) -> CommittedDataset:
+    """The read-only view of ``obj``, dataset ``path`` of committed ``version``."""
+    store = state.require_store(path, version)
+    return CommittedDataset(
+        obj,
+        version=version,
+        path=path,
+        chunk_map=state.chunk_map(version, path, obj),
+        raw_data=store.raw_data,
+        fillvalue=store.fillvalue,
+    )
 
 
 class StagedDataset(_DatasetBase):
@@ -325,7 +323,7 @@ class StagedDataset(_DatasetBase):
         attrs: StagedAttributes,
         raw_data: h5py.Dataset | None = None,
         base: Link | None = None,
-        base_map: ChunkMap | None = None,
+        base_shape: tuple[int, ...] | None = None,
         filters: dict[str, Any] | None = None,
     ):
         self._name = name
@@ -335,7 +333,7 @@ class StagedDataset(_DatasetBase):
         self._dtype = dtype
         self._raw_data = raw_data
         self._base = base
-        self._base_map = base_map
+        self._base_shape = base_shape
         self._filters = dict(filters or {})
         self.attrs = attrs
         self._read_only_reason: str | None = None
@@ -379,19 +377,13 @@ class StagedDataset(_DatasetBase):
         self._array.resize(tuple(new_shape))
 
     @property
-    def is_new(self) -> bool:
-        return self._base is None
-
-    @property
     def changed(self) -> bool:
         if self._base is None or self.attrs.modified or self._array.has_changes:
             return True
-        assert self._base_map is not None
-        return self.shape != self._base_map.shape
+        return self.shape != self._base_shape
 
     def to_commit(self, path: str) -> DatasetCommit | Link:
-        if not self.changed:
-            assert self._base is not None
+        if self._base is not None and not self.changed:
             return self._base
         return DatasetCommit(
             path=path,
@@ -400,7 +392,6 @@ class StagedDataset(_DatasetBase):
             chunks=self._chunks,
             fillvalue=self._fillvalue,
             attrs=self.attrs.to_dict(),
-            base_map=self._base_map,
             filters=self._filters,
         )
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.reading import RawDataSlab
 
 __all__ = ["DirectReader", "MAX_PIECES"]
 
@@ -38,6 +39,7 @@ class DirectReader:
         "_raw_data",
         "_run_ids",
         "_shape",
+        "_slab",
         "_slots",
     )
 
@@ -45,6 +47,7 @@ class DirectReader:
         self._shape = chunk_map.shape
         self._chunks = chunk_map.chunks
         self._raw_data = raw_data
+        self._slab = RawDataSlab(raw_data)
         self._fill = fillvalue
         self._slots: np.ndarray | None = None
         self._run_ids: np.ndarray | None = None
@@ -160,7 +163,7 @@ class DirectReader:
         if stored:
             src_starts, dst_starts, counts, _ = (np.asarray(c) for c in zip(*stored))
             ones = (1,) * out.ndim
-            read_many_slices(raw_data, out, src_starts, dst_starts, counts, ones, ones)
+            read_many_slices(self._slab, out, src_starts, dst_starts, counts, ones, ones)
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
         return out

@@ -2,35 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
 
 import h5py
 import numpy as np
 
-from h5vc.chunking import guess_chunks
+from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link
+from h5vc.store.reading import read_fill, staged_array
+from h5vc.store.tree import join_path as _join
+from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
     CommittedDataset,
     StagedDataset,
-    array_from_chunk_map,
     coerce_value,
     default_fill,
+    open_committed_dataset,
 )
 
-__all__ = ["CommittedGroup", "StagedGroup"]
+__all__ = ["CommittedGroup", "CommittedViews", "StagedGroup"]
 
 Node = Union["StagedGroup", StagedDataset]
 #: ``create_dataset(data=...)`` with at least this many bytes of numbers writes the
 #: chunks to the file right away instead of staging a copy in memory (undone if the
 #: version is not committed).
 WRITE_THROUGH_BYTES = 4 * 1024 * 1024
-FILTER_KEYS = ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset")
+#: Read-only views of committed objects kept per open handle.
+CACHED_VIEWS = 256
 
 
 def _split(path: str) -> list[str]:
@@ -42,14 +45,41 @@ def _split(path: str) -> list[str]:
     return parts
 
 
-def _join(prefix: str, name: str) -> str:
-    return f"{prefix}/{name}" if prefix else name
+class CommittedViews:
+    """Read-only views of committed objects, keyed by (version, path).
+
+    Committed objects never change until versions are deleted or rewritten, which
+    drops the file state's caches and bumps its ``generation``: the views are then
+    forgotten too.
+    """
+
+    __slots__ = ("_cache", "_generation", "_state")
+
+    def __init__(self, state: FileState, maxsize: int = CACHED_VIEWS):
+        self._state = state
+        self._generation = state.generation
+        self._cache: LRUCache[tuple[str, str], Any] = LRUCache(maxsize)
+
+    def get(self, key: tuple[str, str]) -> Any:
+        if self._generation != self._state.generation:
+            self._cache.clear()
+            self._generation = self._state.generation
+        return self._cache.get(key)
+
+    def __setitem__(self, key: tuple[str, str], value: Any) -> None:
+        self._cache[key] = value
+
+    def clear(self) -> None:
+        self._cache.clear()
 
 
-class _GroupBase:
-    """Navigation shared by staged and committed groups."""
+class _GroupBase(Mapping[str, Any]):
+    """Navigation shared by staged and committed groups (a read-only ``Mapping``)."""
 
     _path: str
+    # A group is equal only to itself and hashable, like an h5py group.
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]
 
     @property
     def name(self) -> str:
@@ -58,7 +88,11 @@ class _GroupBase:
     def _child(self, name: str) -> Any:
         raise NotImplementedError
 
-    def keys(self) -> list[str]:
+    def _has_member(self, name: str) -> bool:
+        """Whether a link ``name`` exists in this group (nothing is opened)."""
+        raise NotImplementedError
+
+    def keys(self) -> list[str]:  # type: ignore[override]
         raise NotImplementedError
 
     def __getitem__(self, path: str) -> Any:
@@ -76,13 +110,21 @@ class _GroupBase:
             return default
 
     def __contains__(self, path: object) -> bool:
+        """Whether ``path`` names a member; like h5py, only the links are checked."""
         if not isinstance(path, str):
             return False
-        try:
-            self[path]
-        except (KeyError, ValueError):
+        parts = [p for p in path.split("/") if p]
+        if not parts:
             return False
-        return True
+        node: _GroupBase = self
+        for part in parts[:-1]:
+            if not node._has_member(part):
+                return False
+            child = node._child(part)
+            if not isinstance(child, _GroupBase):
+                return False
+            node = child
+        return node._has_member(parts[-1])
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
@@ -90,10 +132,10 @@ class _GroupBase:
     def __len__(self) -> int:
         return len(self.keys())
 
-    def values(self) -> list[Any]:
+    def values(self) -> list[Any]:  # type: ignore[override]
         return [self._child(k) for k in self.keys()]
 
-    def items(self) -> list[tuple[str, Any]]:
+    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
         return [(k, self._child(k)) for k in self.keys()]
 
     def visititems(self, func: Callable[[str, Any], Any]) -> Any:
@@ -126,8 +168,16 @@ class _GroupBase:
 class CommittedGroup(_GroupBase):
     """A read-only group of a committed version (the version root or a subgroup)."""
 
-    def __init__(self, state: FileState, version: str, group: h5py.Group, path: str = ""):
+    def __init__(
+        self,
+        state: FileState,
+        version: str,
+        group: h5py.Group,
+        path: str = "",
+        views: CommittedViews | None = None,
+    ):
         self._state = state
+        self._views = CommittedViews(state) if views is None else views
         self._version = version
         self._group = group
         self._path = path
@@ -144,15 +194,18 @@ class CommittedGroup(_GroupBase):
         """The version's group in the file."""
         return self._group
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[str]:  # type: ignore[override]
         return list(self._group.keys())
+
+    def _has_member(self, name: str) -> bool:
+        return name in self._group
 
     def _child(self, name: str) -> CommittedGroup | CommittedDataset:
         key = (self._version, _join(self._path, name))
-        cached = self._state.committed_objects.get(key)
+        cached = self._views.get(key)
         if cached is None:
             cached = self._open_child(name)
-            self._state.committed_objects[key] = cached
+            self._views[key] = cached
         return cached
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset:
@@ -165,19 +218,8 @@ class CommittedGroup(_GroupBase):
             ) from None
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
-            return CommittedGroup(self._state, self._version, obj, path)
-        store = self._state.store(path)
-        if store is None:
-            raise KeyError(f"{path!r} in version {self._version!r} has no raw_data")
-        chunk_map = self._state.chunk_map(self._version, path, obj)
-        return CommittedDataset(
-            obj,
-            version=self._version,
-            path=path,
-            chunk_map=chunk_map,
-            raw_data=store.raw_data,
-            fillvalue=store.fillvalue,
-        )
+            return CommittedGroup(self._state, self._version, obj, path, self._views)
+        return open_committed_dataset(self._state, self._version, path, obj)
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise ReadOnlyError(
@@ -213,10 +255,15 @@ class StagedGroup(_GroupBase):
 
     # -- reading ------------------------------------------------------------------
 
-    def keys(self) -> list[str]:
+    def keys(self) -> list[str]:  # type: ignore[override]
         names = [] if self._base is None else [k for k in self._base if k not in self._deleted]
         names += [k for k in self._loaded if k not in names]
         return names
+
+    def _has_member(self, name: str) -> bool:
+        if name in self._loaded:
+            return True
+        return self._base is not None and name not in self._deleted and name in self._base
 
     def _child(self, name: str) -> Node:
         node = self._loaded.get(name)
@@ -229,17 +276,17 @@ class StagedGroup(_GroupBase):
         return node
 
     def _load(self, name: str) -> Node:
-        assert self._base is not None and self._base_version is not None
-        obj = self._base[name]
+        base, version = self._base, self._base_version
+        if base is None or version is None:  # _child checked name is in the base
+            raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
+        obj = base[name]
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
-            return StagedGroup(self._state, self._base_version, obj, path)
-        store = self._state.store(path)
-        assert store is not None, f"no raw_data for {path}"
-        chunk_map = self._state.chunk_map(self._base_version, path, obj)
+            return StagedGroup(self._state, version, obj, path)
+        store = self._state.require_store(path, version)
+        chunk_map = self._state.chunk_map(version, path, obj)
         dtype = store.raw_data.dtype
-        fillvalue = store.fillvalue if dtype.kind != "O" else default_fill(dtype)
-        array = array_from_chunk_map(chunk_map, store.raw_data, dtype, fillvalue)
+        array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
         return StagedDataset(
             "/" + path,
             array,
@@ -248,8 +295,8 @@ class StagedGroup(_GroupBase):
             dtype=dtype,
             attrs=StagedAttributes(obj.attrs, layout.DATASET_ATTRS),
             raw_data=store.raw_data,
-            base=Link(self._base, name),
-            base_map=chunk_map,
+            base=Link(base, name),
+            base_shape=chunk_map.shape,
         )
 
     # -- writing ------------------------------------------------------------------
@@ -383,15 +430,11 @@ class StagedGroup(_GroupBase):
         children: dict[str, GroupCommit | DatasetCommit | Link] = {}
         for key in self.keys():
             node = self._loaded.get(key)
-            if node is None:
-                assert self._base is not None
-                children[key] = Link(self._base, key)
-            elif isinstance(node, StagedDataset):
+            if isinstance(node, StagedDataset):
                 children[key] = node.to_commit(_join(self._path, key))
-            elif node.changed:
+            elif node is not None and node.changed:
                 children[key] = node.to_commit()
-            else:
-                assert self._base is not None
+            elif self._base is not None:  # not loaded or unchanged: it is in the base
                 children[key] = Link(self._base, key)
         return GroupCommit(attrs=self.attrs.to_dict(), children=children)
 
@@ -454,7 +497,7 @@ def _new_dataset(
             )
             slots = store.store_array(values, fillvalue=stored_fill)
             raw_data = store.raw_data
-            array = array_from_chunk_map(ChunkMap(shape, chunks, slots), raw_data, dtype, fill)
+            array = staged_array(ChunkMap(shape, chunks, slots), raw_data, dtype, fill)
         else:
             array = StagedChangesArray.from_array(values, chunks, fill_value=fill)
     return StagedDataset(
@@ -480,14 +523,4 @@ def _parse_chunks(
         raise ValueError(
             "Expected chunks=None, True or a tuple: versioned datasets are always chunked"
         )
-    parsed = (
-        (int(chunks),) if isinstance(chunks, int | np.integer) else tuple(int(c) for c in chunks)
-    )
-    if len(parsed) != len(shape):
-        raise ValueError(
-            f"Chunk shape must have the same rank as the data shape. "
-            f"Got chunks={parsed} for shape {shape}."
-        )
-    if any(c <= 0 for c in parsed):
-        raise ValueError(f"All chunk dimensions must be positive (got chunks={parsed})")
-    return parsed
+    return parse_chunks(chunks, len(shape), f"a dataset of shape {shape}")

@@ -1,0 +1,281 @@
+"""The versioned tree in the file: version groups, links, attributes and their walks.
+
+In h5vc's layout an unchanged dataset or group is a hard link shared by several
+version groups.  Every operation that rewrites committed objects therefore works
+on *objects* (keyed by their HDF5 address), rebuilds each one once and relinks
+it at every *link location* (parent group, link name) that named it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import CorruptDataError, NotVersionedError, UnsupportedFormatError
+from h5vc.store import layout, timeindex
+from h5vc.store.attributes import read_attributes
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.vds import create_virtual_dataset, read_chunk_map
+
+__all__ = [
+    "DatasetObject",
+    "collect_datasets",
+    "copy_attrs",
+    "dataset_chunks",
+    "drop_store",
+    "initialize",
+    "join_path",
+    "link_object",
+    "object_address",
+    "rebuild_virtual_dataset",
+    "relink",
+    "remove_empty_parents",
+    "store_paths",
+    "walk_version",
+    "write_attrs",
+]
+
+
+def join_path(prefix: str, name: str) -> str:
+    """``prefix/name``, or ``name`` at the root (``prefix == ""``)."""
+    return f"{prefix}/{name}" if prefix else name
+
+
+def object_address(obj: h5py.HLObject) -> int:
+    """The HDF5 object address: equal for every hard link to one object."""
+    return int(h5py.h5o.get_info(obj.id).addr)
+
+
+def dataset_chunks(dataset: h5py.Dataset) -> tuple[int, ...]:
+    """The versioned chunk shape of a committed dataset (its ``chunks`` attribute)."""
+    chunks = dataset.attrs.get(layout.ATTR_CHUNKS)
+    if chunks is None:
+        raise UnsupportedFormatError(
+            f"Expected a {layout.ATTR_CHUNKS!r} attribute on the committed dataset "
+            f"{dataset.name!r} of {dataset.file.filename!r}. Got none: it was not "
+            f"written by a versioned store."
+        )
+    return tuple(int(c) for c in np.atleast_1d(chunks))
+
+
+def initialize(root: h5py.Group, timestamp: str) -> None:
+    """Create an empty versioned layout (no version yet) in the writable ``root``."""
+    versions = root.create_group(f"{layout.VERSION_DATA}/{layout.VERSIONS}")
+    first = versions.create_group(layout.FIRST_VERSION)
+    first.attrs[layout.ATTR_TIMESTAMP] = timestamp
+    versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
+    versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+    timeindex.write_index(root[layout.VERSION_DATA], [])
+
+
+def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
+    """``(version data group, versions group)`` of ``root``, which must be versioned
+    (a writable root is initialized before, see :func:`initialize`)."""
+    filename = root.file.filename
+    if layout.VERSION_DATA not in root:
+        raise NotVersionedError(
+            f"Expected a versioned HDF5 file or group with a {layout.VERSION_DATA!r} "
+            f"group. {filename!r} (group {root.name!r}) has none and is open read-only, "
+            f"so it cannot be initialized."
+        )
+    version_data = root[layout.VERSION_DATA]
+    if layout.VERSIONS not in version_data:
+        raise NotVersionedError(
+            f"Expected a {layout.VERSIONS!r} group in {version_data.name!r} of "
+            f"{filename!r}. Got none: this is not a versioned file."
+        )
+    return version_data, version_data[layout.VERSIONS]
+
+
+def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
+    """Write ``attrs`` on ``obj`` (values as h5py stores them)."""
+    target = obj.attrs
+    for key, value in attrs.items():
+        target[key] = value
+
+
+def link_object(group: h5py.Group, name: str, parent: h5py.Group, source_name: str) -> None:
+    """Make ``group[name]`` a new hard link to ``parent[source_name]`` (one HDF5 call)."""
+    group.id.links.create_hard(name.encode(), parent.id, source_name.encode())
+
+
+def relink(parent: h5py.Group, name: str, target_parent: h5py.Group, target_name: str) -> None:
+    """Make ``parent[name]`` a hard link to ``target_parent[target_name]``."""
+    if name in parent:
+        del parent[name]
+    link_object(parent, name, target_parent, target_name)
+
+
+def remove_empty_parents(root: h5py.Group, path: str, stop: str) -> None:
+    """Remove the empty groups above ``path`` up to and including ``stop``."""
+    parent = path.rpartition("/")[0]
+    while parent and len(parent) >= len(stop) and parent in root and not len(root[parent]):
+        del root[parent]
+        parent = parent.rpartition("/")[0]
+
+
+def drop_store(version_data: h5py.Group, path: str) -> None:
+    """Delete the chunk store of ``path`` and the groups it leaves empty."""
+    group = version_data[path]
+    del group[layout.RAW_DATA]
+    del group[layout.HASH_TABLE]
+    if not len(group):
+        del version_data[path]
+        remove_empty_parents(version_data, path, stop="")
+
+
+def walk_version(
+    group: h5py.Group, seen_groups: set[int] | None = None, prefix: str = ""
+) -> Iterator[tuple[str, h5py.Group, str]]:
+    """Yield ``(path, parent, name)`` for every member below ``group``.
+
+    Members are not opened, except groups, which are entered.  Groups whose
+    address is in ``seen_groups`` are yielded but not entered (their members
+    were yielded before, through another hard link); entered groups are added.
+    """
+    for name in group:
+        path = f"{prefix}{name}"
+        yield path, group, name
+        info = h5py.h5o.get_info(group.id, name.encode())
+        if info.type != h5py.h5o.TYPE_GROUP:
+            continue
+        if seen_groups is not None:
+            if int(info.addr) in seen_groups:
+                continue
+            seen_groups.add(int(info.addr))
+        yield from walk_version(group[name], seen_groups, f"{path}/")
+
+
+@dataclass
+class DatasetObject:
+    """One committed virtual dataset object and every link that names it.
+
+    No handle is kept open: HDF5 holds every mapping of an open virtual dataset
+    in memory, so the object is opened only while it is read or rebuilt.
+    """
+
+    path: str
+    address: int
+    versions: list[str] = field(default_factory=list)
+    locations: list[tuple[h5py.Group, str]] = field(default_factory=list)
+
+    def open(self) -> h5py.Dataset:
+        parent, name = self.locations[0]
+        dataset = parent[name]
+        if not isinstance(dataset, h5py.Dataset):
+            raise CorruptDataError(
+                f"Expected a dataset at {parent.name}/{name} of {parent.file.filename!r} "
+                f"(it was one when the versions were walked). Got {type(dataset).__name__}."
+            )
+        return dataset
+
+    def chunk_map(self) -> ChunkMap:
+        dataset = self.open()
+        return read_chunk_map(dataset, dataset_chunks(dataset))
+
+
+def collect_datasets(
+    versions_group: h5py.Group, versions: Iterable[str], only_path: str | None = None
+) -> dict[str, dict[int, DatasetObject]]:
+    """``{dataset path: {object address: DatasetObject}}`` over ``versions``.
+
+    Shared groups are entered once, so each link location is listed once.  With
+    ``only_path`` the walk looks that path up in each version instead of walking.
+    Objects are identified without opening them.
+    """
+    found: dict[str, dict[int, DatasetObject]] = {}
+    seen_groups: set[int] = set()
+    seen_locations: set[tuple[int, str]] = set()
+
+    def record(version: str, path: str, parent: h5py.Group, name: str) -> None:
+        info = h5py.h5o.get_info(parent.id, name.encode())
+        if info.type != h5py.h5o.TYPE_DATASET:
+            return
+        key = int(info.addr)
+        entry = found.setdefault(path, {}).setdefault(key, DatasetObject(path, key))
+        entry.versions.append(version)
+        location = (object_address(parent), name)
+        if location not in seen_locations:
+            seen_locations.add(location)
+            entry.locations.append((parent, name))
+
+    for version in versions:
+        group = versions_group[version]
+        if only_path is None:
+            for path, parent, name in walk_version(group, seen_groups):
+                record(version, path, parent, name)
+            continue
+        parent_path, _, name = only_path.rpartition("/")
+        parent = group.get(parent_path) if parent_path else group
+        if isinstance(parent, h5py.Group) and name in parent:
+            record(version, only_path, parent, name)
+    return found
+
+
+def store_paths(version_data: h5py.Group) -> list[str]:
+    """Paths (relative to the version root) of every dataset with a raw_data store."""
+    paths: list[str] = []
+
+    def visit(group: h5py.Group, prefix: str) -> None:
+        for name, obj in group.items():
+            if not isinstance(obj, h5py.Group) or (not prefix and name == layout.VERSIONS):
+                continue
+            if layout.RAW_DATA in obj and layout.HASH_TABLE in obj:
+                paths.append(f"{prefix}{name}")
+            visit(obj, f"{prefix}{name}/")
+
+    visit(version_data, "")
+    return paths
+
+
+def copy_attrs(source: h5py.AttributeManager, target: h5py.AttributeManager) -> None:
+    """Copy every attribute with its exact HDF5 type (strings stay vlen or fixed)."""
+    for key in source:
+        attr_id = source.get_id(key)
+        value = source[key]
+        if isinstance(value, h5py.Empty):
+            target[key] = value
+            continue
+        target.create(key, data=value, shape=attr_id.shape, dtype=attr_id.dtype)
+
+
+def copy_group(source: h5py.Group, group: h5py.Group, name: str) -> h5py.Group:
+    """A new empty group ``group[name]`` with the attributes of ``source``."""
+    sub = group.create_group(name)
+    write_attrs(sub, read_attributes(source.attrs, frozenset()))
+    return sub
+
+
+def rebuild_virtual_dataset(
+    entry: DatasetObject,
+    raw_data: h5py.Dataset,
+    chunk_map: ChunkMap,
+    *,
+    merge: bool,
+    dtype: np.dtype | None = None,
+    fillvalue: Any = None,
+    attrs: dict[str, Any] | None = None,
+) -> None:
+    """Replace ``entry``'s object by a new virtual dataset at each of its locations.
+
+    User attributes are copied with their types; ``attrs`` overrides some of them.
+    The old object is freed once no other link names it.
+    """
+    old = entry.open()
+    first_parent, first_name = entry.locations[0]
+    fill = old.fillvalue if fillvalue is None else fillvalue
+    if dtype is not None and dtype.kind != "O":
+        fill = np.asarray(fill).astype(dtype)[()]
+    del first_parent[first_name]  # `old` stays open, so its attributes stay readable
+    new = create_virtual_dataset(
+        first_parent, first_name, raw_data, chunk_map, fillvalue=fill, merge=merge
+    )
+    copy_attrs(old.attrs, new.attrs)
+    write_attrs(new, attrs or {})
+    for parent, name in entry.locations[1:]:
+        relink(parent, name, first_parent, first_name)
+    entry.address = object_address(new)

@@ -1,0 +1,236 @@
+"""The commit: plain data describing a new version, and its writer.
+
+A commit is described by plain data built by the wrappers (:class:`GroupCommit`,
+:class:`DatasetCommit`, :class:`Link`) and written by :func:`commit_version`.
+Unchanged objects are hard-linked from the previous version, so a commit costs
+O(what changed).  The version group is marked ``committed`` last; if anything
+fails before, the partial group is removed and every earlier version is intact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import CorruptDataError, InvalidVersionNameError, VersionExistsError
+from h5vc.staging import StagedChangesArray
+from h5vc.store import layout, timeindex, tree
+from h5vc.store.attributes import read_attributes
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.rawdata import RawDataStore
+from h5vc.store.vds import create_virtual_dataset
+from h5vc.versions.log import VersionInfo
+from h5vc.versions.state import FileState
+from h5vc.versions.timestamps import format_timestamp, now
+
+__all__ = [
+    "DatasetCommit",
+    "GroupCommit",
+    "Link",
+    "check_new_version_name",
+    "commit_version",
+    "staged_chunk_map",
+]
+
+
+@dataclass
+class Link:
+    """Reuse the committed object ``parent[name]`` unchanged (a hard link in h5vc's layout)."""
+
+    parent: h5py.Group
+    name: str
+
+
+@dataclass
+class DatasetCommit:
+    """A dataset whose data or attributes changed, to be written."""
+
+    path: str  # from the version root, e.g. "group/data"
+    array: StagedChangesArray
+    dtype: np.dtype  # the declared dtype (h5py string dtypes keep their metadata)
+    chunks: tuple[int, ...]
+    fillvalue: Any
+    attrs: dict[str, Any]
+    filters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GroupCommit:
+    """A group (or the version root) with its attributes and children."""
+
+    attrs: dict[str, Any]
+    children: dict[str, GroupCommit | DatasetCommit | Link] = field(default_factory=dict)
+
+
+# -- the commit ------------------------------------------------------------------------
+
+
+def check_new_version_name(state: FileState, name: Any) -> str:
+    """``name`` if a new version may take it; a leftover uncommitted group is removed."""
+    if not isinstance(name, str) or not name:
+        raise InvalidVersionNameError(
+            f"Expected a non-empty str as version name. Got {name!r} instead."
+        )
+    if "/" in name or name in (".", "..", layout.FIRST_VERSION):
+        raise InvalidVersionNameError(
+            f"Expected a version name without '/' that is not {layout.FIRST_VERSION!r}. "
+            f"Got {name!r} instead."
+        )
+    if name in state.log:
+        raise VersionExistsError(f"There is already a version with the name {name!r}.")
+    if name in state.versions:
+        # Left behind by a commit that was interrupted before its marker was written.
+        del state.versions[name]
+    return name
+
+
+def commit_version(
+    state: FileState,
+    name: str,
+    prev_version: str | None,
+    root: GroupCommit,
+    *,
+    timestamp: np.datetime64 | None = None,
+    make_current: bool = True,
+    message: str | None = None,
+    author: str | None = None,
+) -> VersionInfo:
+    """Write ``root`` as the new version ``name``; all or nothing."""
+    ts = now() if timestamp is None else timestamp
+    state.upgrade_layout()
+    group = state.versions.create_group(name)
+    try:
+        _write_group(state, name, group, root)
+        attrs = group.attrs
+        attrs[layout.ATTR_PREV_VERSION] = prev_version or layout.FIRST_VERSION
+        attrs[layout.ATTR_TIMESTAMP] = format_timestamp(ts)
+        if message is not None:
+            attrs[layout.ATTR_MESSAGE] = message
+        if author is not None:
+            attrs[layout.ATTR_AUTHOR] = author
+        attrs[layout.ATTR_COMMITTED] = np.bool_(True)  # the commit marker, written last
+    except BaseException:
+        del state.versions[name]
+        state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
+        raise
+    state.end_writes(used=_dataset_paths(root))
+    if state.h5vc_layout:
+        timeindex.append_entry(state.version_data, ts, name)
+    info = VersionInfo(name, prev_version, ts, message, author)
+    state.log.add(info)
+    if make_current:
+        state.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+    state.root.file.flush()
+    return info
+
+
+def _dataset_paths(spec: GroupCommit) -> set[str]:
+    """The paths of the datasets ``spec`` writes (not the linked ones)."""
+    paths: set[str] = set()
+    for child in spec.children.values():
+        if isinstance(child, GroupCommit):
+            paths |= _dataset_paths(child)
+        elif isinstance(child, DatasetCommit):
+            paths.add(child.path.strip("/"))
+    return paths
+
+
+def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:
+    tree.write_attrs(group, spec.attrs)
+    for child_name, child in spec.children.items():
+        if isinstance(child, Link):
+            if state.h5vc_layout:  # a hard link: no copy, one call
+                tree.link_object(group, child_name, child.parent, child.name)
+            else:
+                _copy_object(state, version, group, child_name, child.parent[child.name])
+        elif isinstance(child, GroupCommit):
+            _write_group(state, version, group.create_group(child_name), child)
+        else:
+            _write_dataset(state, version, group, child_name, child)
+
+
+def _copy_object(
+    state: FileState, version: str, group: h5py.Group, name: str, obj: h5py.HLObject
+) -> None:
+    """The versioned-hdf5 layout keeps objects per version: recreate instead of linking."""
+    if isinstance(obj, h5py.Group):
+        sub = tree.copy_group(obj, group, name)
+        for child_name, child in obj.items():
+            _copy_object(state, version, sub, child_name, child)
+        return
+    source_version, path = _version_and_path(state, obj)
+    store = state.require_store(path, source_version)
+    chunk_map = state.chunk_map(source_version, path, obj)
+    dset = create_virtual_dataset(
+        group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
+    )
+    tree.write_attrs(dset, read_attributes(obj.attrs, frozenset()))
+    state.remember_chunk_map(version, path, dset, chunk_map)
+
+
+def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
+    """(version, path inside the version) of an object opened from a version group."""
+    prefix = state.versions.name.rstrip("/") + "/"
+    name = obj.name or ""
+    if not name.startswith(prefix) or "/" not in name[len(prefix) :]:
+        raise CorruptDataError(
+            f"Expected the object linked into the new version to lie in a version group "
+            f"under {prefix!r} of {state.filename!r}. Got {name!r}."
+        )
+    version, path = name[len(prefix) :].split("/", 1)
+    return version, path
+
+
+def _write_dataset(
+    state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
+) -> None:
+    store = state.writable_store(
+        spec.path,
+        dtype=spec.dtype,
+        chunks=spec.chunks,
+        fillvalue=spec.fillvalue,
+        filters=spec.filters,
+    )
+    chunk_map = staged_chunk_map(spec.array, store, spec.fillvalue)
+    dset = create_virtual_dataset(
+        group,
+        name,
+        store.raw_data,
+        chunk_map,
+        fillvalue=spec.fillvalue,
+        merge=state.h5vc_layout,
+    )
+    attrs = dset.attrs
+    attrs[layout.ATTR_CHUNKS] = np.asarray(spec.chunks, dtype=np.int64)
+    attrs[layout.ATTR_RAW_DATA] = store.raw_data.name
+    tree.write_attrs(dset, spec.attrs)
+    state.remember_chunk_map(version, spec.path, dset, chunk_map)
+
+
+def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:
+    """Store the staged chunks of ``array`` and return the chunk map of the result.
+
+    Chunks still on the base slab (raw_data) keep their slot; chunks on the fill
+    slab and staged chunks equal to the fill value are not stored (slot -1): the
+    virtual dataset reads them as its fill value.
+    """
+    if array.n_base_slabs > 1:
+        raise ValueError(
+            f"Expected a staged array with at most one base slab (raw_data). "
+            f"Got {array.n_base_slabs}."
+        )
+    c0 = array.chunk_size[0]
+    slab_indices = np.asarray(array.slab_indices)
+    slots = np.where(slab_indices == 1, np.asarray(array.slab_offsets) // c0, -1)
+    coords: list[tuple[int, ...]] = []
+    chunks: list[np.ndarray] = []
+    for chunk_coords, data in array.changes():
+        coords.append(chunk_coords)
+        chunks.append(data)
+    new_slots = store.store_chunks(chunks, fillvalue=fillvalue)
+    if coords:
+        slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
+    return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))

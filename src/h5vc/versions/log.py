@@ -1,0 +1,145 @@
+"""The log of committed versions: their metadata, looked up by name or by time."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import h5py
+import numpy as np
+
+from h5vc.errors import VersionNotFoundError
+from h5vc.store import layout, timeindex
+from h5vc.versions.timestamps import attr_str, read_timestamp
+
+__all__ = ["VersionInfo", "VersionLog"]
+
+
+@dataclass(frozen=True, slots=True)
+class VersionInfo:
+    """Metadata of one committed version."""
+
+    name: str
+    prev_version: str | None
+    timestamp: np.datetime64
+    message: str | None = None
+    author: str | None = None
+
+
+class VersionLog:
+    """Committed versions of one versioned root.
+
+    Looking up one version reads only that version's group; listing versions or
+    looking them up by time reads every version's metadata once and then keeps a
+    sorted timestamp index up to date, so later lookups are a bisection.
+    """
+
+    def __init__(self, versions_group: h5py.Group, version_data: h5py.Group | None = None):
+        self._group = versions_group
+        self._version_data = version_data
+        self._infos: dict[str, VersionInfo] = {}
+        self._by_time: list[tuple[np.datetime64, str]] | None = None
+
+    def reload(self) -> None:
+        """Forget what was read; the next listing reads the file again."""
+        self._infos = {}
+        self._by_time = None
+
+    def _load_all(self) -> list[tuple[np.datetime64, str]]:
+        if self._by_time is None:
+            infos: dict[str, VersionInfo] = {}
+            for name in self._group:
+                info = self._read(name)
+                if info is not None:
+                    infos[name] = info
+            self._infos = infos
+            self._by_time = sorted((info.timestamp, name) for name, info in infos.items())
+        return self._by_time
+
+    def _read(self, name: str) -> VersionInfo | None:
+        """The metadata of ``name`` from the file, or None if it is not committed."""
+        if name == layout.FIRST_VERSION or name not in self._group:
+            return None
+        attrs = self._group[name].attrs
+        if not attrs.get(layout.ATTR_COMMITTED, False):
+            return None  # left behind by an interrupted commit
+        return _info_from_attrs(name, attrs)
+
+    def add(self, info: VersionInfo) -> None:
+        self._infos[info.name] = info
+        if self._by_time is not None:
+            bisect.insort(self._by_time, (info.timestamp, info.name))
+
+    def remove(self, name: str) -> None:
+        info = self._infos.pop(name, None)
+        if info is not None and self._by_time is not None:
+            self._by_time.remove((info.timestamp, name))
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name in self._infos:
+            return True
+        if self._by_time is not None:
+            return False
+        info = self._read(name)
+        if info is None:
+            return False
+        self._infos[name] = info
+        return True
+
+    def __len__(self) -> int:
+        return len(self._load_all())
+
+    def names(self) -> list[str]:
+        """Committed version names, oldest first."""
+        return [name for _, name in self._load_all()]
+
+    def info(self, name: str) -> VersionInfo:
+        if name not in self:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        return self._infos[name]
+
+    def ancestors(self, name: str) -> Iterator[str]:
+        """``name``, its parent, grandparent, ... up to the first version."""
+        current: str | None = name
+        while current is not None:
+            yield current
+            current = self.info(current).prev_version
+
+    def _index_usable(self) -> bool:
+        """Whether the persisted time index lists exactly the committed versions."""
+        vd = self._version_data
+        if vd is None or not timeindex.has_index(vd):
+            return False
+        # An index entry is appended right after a commit's marker: a process
+        # stopped in between leaves one entry short, and the scan is used instead.
+        return timeindex.entry_count(vd) == len(self._group) - 1
+
+    def at_time(self, ts: np.datetime64, exact: bool = False) -> str:
+        """The version committed at ``ts``, or the latest one before it."""
+        found: str | None
+        if self._by_time is None and self._version_data is not None and self._index_usable():
+            found = timeindex.lookup(self._version_data, ts, exact=exact)
+        else:
+            by_time = self._load_all()
+            i = bisect.bisect_right(by_time, (ts, chr(0x10FFFF)))
+            found = None if i == 0 or (exact and by_time[i - 1][0] != ts) else by_time[i - 1][1]
+        if found is None:
+            what = "at" if exact else "at or before"
+            raise VersionNotFoundError(f"No version was committed {what} {ts}.")
+        return found
+
+
+def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
+    prev = attr_str(attrs.get(layout.ATTR_PREV_VERSION, layout.FIRST_VERSION))
+    message = attrs.get(layout.ATTR_MESSAGE)
+    author = attrs.get(layout.ATTR_AUTHOR)
+    return VersionInfo(
+        name=name,
+        prev_version=None if prev in ("", layout.FIRST_VERSION) else prev,
+        timestamp=read_timestamp(attrs[layout.ATTR_TIMESTAMP]),
+        message=None if message is None else attr_str(message),
+        author=None if author is None else attr_str(author),
+    )

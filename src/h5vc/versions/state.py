@@ -1,0 +1,280 @@
+"""The open state of one versioned root, shared by every handle on it.
+
+:class:`FileState` keeps between calls: the HDF5 groups, one
+:class:`~h5vc.store.rawdata.RawDataStore` per dataset path (its hash index loaded
+once), a cache of chunk maps, the :class:`~h5vc.versions.log.VersionLog` and the
+journal of chunk stores written since the last commit (to undo them).  It caches
+nothing of the layers above; they key their own caches on :attr:`FileState.generation`.
+
+:func:`resolve_state` is the one place where a public argument (a
+``VersionedHDF5File`` or an h5py file/group) becomes the shared state.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import (
+    CorruptDataError,
+    ReadOnlyError,
+    UnsupportedFormatError,
+    VersionNotFoundError,
+)
+from h5vc.store import layout, tree
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.rawdata import RawDataStore
+from h5vc.store.vds import read_chunk_map
+from h5vc.versions.cache import LRUCache
+from h5vc.versions.log import VersionLog
+from h5vc.versions.timestamps import attr_str, format_timestamp, now
+
+__all__ = ["CACHED_CHUNK_MAPS", "FileState", "resolve_state"]
+
+
+#: Chunk maps kept per open file.
+CACHED_CHUNK_MAPS = 256
+
+
+class FileState:
+    """The open state of one versioned root (a file or any group).
+
+    Get it with :meth:`shared`: every :class:`~h5vc.VersionedHDF5File` over the same
+    root of the same open file shares one state, so what one of them changes (a
+    deletion moves chunks to other slots) is never hidden from another by its caches.
+    """
+
+    @classmethod
+    def shared(cls, root: h5py.Group) -> FileState:
+        """The state of ``root``, shared with every other user of it in this process."""
+        key = (root.file.id.fileno, root.name or "/", root.file.mode)
+        state = _SHARED_STATES.get(key)
+        if state is None or not state.root.id.valid:
+            state = _SHARED_STATES[key] = cls(root)
+        return state
+
+    def __init__(self, root: h5py.Group):
+        self.root = root
+        self.writable = root.file.mode == "r+"
+        if layout.VERSION_DATA not in root and self.writable:
+            tree.initialize(root, format_timestamp(now()))
+        self.version_data, self.versions = tree.open_layout(root)
+        self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
+        if self.data_version not in layout.READABLE_DATA_VERSIONS:
+            newer = self.data_version > layout.DATA_VERSION_H5VC
+            raise UnsupportedFormatError(
+                f"{root.file.filename!r} has data_version {self.data_version}; this "
+                f"version of h5vc reads data_version "
+                f"{sorted(layout.READABLE_DATA_VERSIONS)}."
+                + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
+            )
+        self.log = VersionLog(self.versions, self.version_data)
+        self._stores: dict[str, RawDataStore] = {}
+        #: Stores written since the last commit (or abort), with what undoes the writes:
+        #: a checkpoint, or for a store created meanwhile the topmost group created.
+        self._written: dict[str, tuple[RawDataStore, tuple[int, int, int] | str]] = {}
+        #: The version being staged, if any: one at a time per root, because an
+        #: abandoned stage takes back every chunk written since the last commit.
+        self.staging: str | None = None
+        self._chunk_maps: LRUCache[tuple[str, str], ChunkMap] = LRUCache(CACHED_CHUNK_MAPS)
+        # Object addresses are reused once an object is freed: this cache is dropped
+        # whenever objects are deleted (drop_caches, after a failed commit or deletion).
+        self._chunk_maps_by_address: LRUCache[int, ChunkMap] = LRUCache(CACHED_CHUNK_MAPS)
+        #: Incremented whenever the caches are dropped: caches kept by the layers
+        #: above (views of committed objects) are valid while it is unchanged.
+        self.generation = 0
+
+    @property
+    def h5vc_layout(self) -> bool:
+        """True for h5vc's own layout (merged runs, hard links, unmapped fill)."""
+        return self.data_version in layout.H5VC_DATA_VERSIONS
+
+    def check_writable(self, action: str) -> None:
+        """Raise unless ``action`` may change the file."""
+        filename = self.root.file.filename
+        if not self.writable:
+            raise ReadOnlyError(
+                f"Cannot {action}: {filename!r} is open read-only. Open it with mode 'r+' or 'a'."
+            )
+        if self.data_version not in layout.WRITABLE_DATA_VERSIONS:
+            raise UnsupportedFormatError(
+                f"Cannot {action}: {filename!r} uses the old layout data_version "
+                f"{self.data_version}, which is read-only here."
+            )
+
+    def upgrade_layout(self) -> None:
+        """Bring an older h5vc layout up to date before writing: what is written next
+        may use features of the current one."""
+        if self.data_version == layout.DATA_VERSION_H5VC_RUNS:
+            self.versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+            self.data_version = layout.DATA_VERSION_H5VC
+
+    @property
+    def filename(self) -> str:
+        return str(self.root.file.filename)
+
+    @property
+    def current_version(self) -> str:
+        return attr_str(self.versions.attrs[layout.ATTR_CURRENT_VERSION])
+
+    def set_current_version(self, name: str) -> None:
+        if name != layout.FIRST_VERSION and name not in self.log:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        self.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+
+    def version_group(self, name: str) -> h5py.Group:
+        if name == layout.FIRST_VERSION:
+            return self.versions[layout.FIRST_VERSION]
+        if name not in self.log:
+            raise VersionNotFoundError(f"Version {name!r} not found.")
+        return self.versions[name]
+
+    def store(self, path: str) -> RawDataStore | None:
+        """The chunk store of dataset ``path`` (relative to the version root), if any."""
+        path = path.strip("/")
+        cached = self._stores.get(path)
+        if cached is not None:
+            return cached
+        if f"{path}/{layout.RAW_DATA}" not in self.version_data:
+            return None
+        store = RawDataStore(self.version_data[path])
+        self._stores[path] = store
+        return store
+
+    def writable_store(
+        self,
+        path: str,
+        *,
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        fillvalue: Any,
+        filters: dict[str, Any],
+    ) -> RawDataStore:
+        """The store of dataset ``path`` to write chunks to, created if there is none.
+
+        Raises if an existing store has another dtype or chunk shape. Every store
+        returned is remembered until :meth:`end_writes`, so :meth:`undo_writes` can
+        take back what was written to it.
+        """
+        path = path.strip("/")
+        store = self.store(path)
+        if store is not None:
+            store.check_compatible(path, dtype, chunks)
+            if path not in self._written:
+                self._written[path] = (store, store.checkpoint())
+            return store
+        parts = path.split("/")
+        depth = next(  # the topmost group created with the store, removed on undo
+            i for i in range(1, len(parts) + 1) if "/".join(parts[:i]) not in self.version_data
+        )
+        store = RawDataStore.create(
+            self.version_data,
+            path,
+            dtype=dtype,
+            chunks=chunks,
+            fillvalue=fillvalue,
+            filters=filters,
+        )
+        self._stores[path] = store
+        self._written[path] = (store, "/".join(parts[:depth]))
+        return store
+
+    def end_writes(self, used: set[str] | None = None) -> None:
+        """The writes since the last call are committed: nothing to undo any more.
+
+        Stores created meanwhile for a dataset that is not committed after all (it
+        was deleted again before the commit) are removed; ``used`` lists the dataset
+        paths the commit wrote.
+        """
+        written, self._written = self._written, {}
+        if used is None:
+            return
+        for path, (_, undo) in written.items():
+            if isinstance(undo, str) and path not in used:
+                self._stores.pop(path, None)
+                del self.version_data[path]
+                tree.remove_empty_parents(self.version_data, path, stop=undo)
+
+    def undo_writes(self) -> None:
+        """Take back every chunk stored since the last commit (a stage was abandoned or
+        its commit failed): stores created meanwhile are removed, the others cut back."""
+        written, self._written = self._written, {}
+        for store, undo in reversed(written.values()):
+            if isinstance(undo, str):
+                if undo in self.version_data:
+                    del self.version_data[undo]
+            else:
+                store.rollback(undo)
+        self.drop_caches()
+
+    def require_store(self, path: str, version: str) -> RawDataStore:
+        """The chunk store of dataset ``path``, which ``version`` holds: it must exist."""
+        store = self.store(path)
+        if store is None:
+            raise CorruptDataError(
+                f"Expected a chunk store ({layout.RAW_DATA!r} and {layout.HASH_TABLE!r}) "
+                f"at {self.version_data.name}/{path.strip('/')} of {self.filename!r} for "
+                f"dataset {path!r} of version {version!r}. Got none."
+            )
+        return store
+
+    def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
+        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once.
+
+        A dataset hard-linked into later versions is one object: its map is also found
+        by object address, so a dataset edited every n-th commit is not parsed again.
+        """
+        key = (version, path.strip("/"))
+        cached = self._chunk_maps.get(key)
+        if cached is None:
+            address = tree.object_address(dataset)
+            cached = self._chunk_maps_by_address.get(address)
+            if cached is None:
+                cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
+                self._chunk_maps_by_address[address] = cached
+            self._chunk_maps[key] = cached
+        return cached
+
+    def remember_chunk_map(
+        self, version: str, path: str, dataset: h5py.Dataset, chunk_map: ChunkMap
+    ) -> None:
+        """Cache the chunk map of ``dataset``, just written as ``path`` of ``version``."""
+        self._chunk_maps[(version, path.strip("/"))] = chunk_map
+        self._chunk_maps_by_address[tree.object_address(dataset)] = chunk_map
+
+    def drop_caches(self) -> None:
+        """Release every cached object (they hold HDF5 objects open)."""
+        self._stores.clear()
+        self._chunk_maps.clear()
+        self._chunk_maps_by_address.clear()
+        self.generation += 1
+
+    def forget(self) -> None:
+        """Drop every cache (after the file was rewritten underneath)."""
+        self.drop_caches()
+        self.log.reload()
+
+
+#: The state of every versioned root in use, by (file number, root name, file mode).
+_SHARED_STATES: weakref.WeakValueDictionary[tuple[int, str, str], FileState] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def resolve_state(f: Any) -> FileState:
+    """The shared state of ``f``: a ``VersionedHDF5File`` (anything with a
+    ``file_state``), the h5py file or group holding the versioned data, or the state."""
+    if isinstance(f, FileState):
+        return f
+    if isinstance(f, h5py.Group):
+        return FileState.shared(f)
+    state = getattr(f, "file_state", None)  # raises ClosedError for a closed handle
+    if isinstance(state, FileState):
+        return state
+    raise TypeError(
+        f"Expected a VersionedHDF5File or an open h5py.File or h5py.Group. "
+        f"Got {type(f).__name__} instead."
+    )
