@@ -63,11 +63,8 @@ _BLOSC_SIZES = struct.Struct("<I4xI")
 #: Blosc compressor codes as the HDF5 filter stores them in cd_values[6].
 _BLOSC_COMPRESSORS = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
 
-#: :func:`fletcher32` sums at most this many 16-bit words at once, so that its uint64 sums
-#: cannot overflow (a block's weighted sum is below 2**44).
-_FLETCHER_BLOCK = 1 << 14
-#: Weights ``_FLETCHER_BLOCK, ..., 2, 1``; the last ``n`` of them weight a block of ``n`` words.
-_FLETCHER_WEIGHTS = np.arange(_FLETCHER_BLOCK, 0, -1, dtype=np.uint64)
+#: numcodecs' Fletcher-32 codec, created on first use (importing numcodecs takes a while).
+_fletcher32_codec: Any = None
 
 #: A chunk's file offset, stored size and filter mask; ``None`` for a chunk never written.
 ChunkLocation = tuple[int, int, int] | None
@@ -115,49 +112,20 @@ def _shuffle_decoder(element_size: int) -> Callable[[Any], Any]:
     return unshuffle
 
 
-def _fold(total: int) -> int:
-    """``total`` reduced to 16 bits the way HDF5 folds its Fletcher sums.
-
-    HDF5 adds the carry above bit 15 back in until none is left: the result is ``total``
-    modulo 65535, except that a nonzero multiple of 65535 gives 65535 (only 0 gives 0).
-    """
-    return (total - 1) % 0xFFFF + 1 if total else 0
-
-
 def fletcher32(data: Any) -> int:
     """The Fletcher-32 checksum of the bytes ``data``, as HDF5's Fletcher-32 filter
-    computes it (``H5_checksum_fletcher32``).
+    computes it (``H5_checksum_fletcher32``); numcodecs' ``Fletcher32`` codec computes
+    the same sums (it appends them little-endian after the bytes), so its checksum is
+    taken (0 for no bytes, where the codec refuses the empty buffer)."""
+    global _fletcher32_codec
+    if not len(data):
+        return 0
+    if _fletcher32_codec is None:
+        from numcodecs.fletcher32 import Fletcher32
 
-    HDF5 reads the bytes as big-endian 16-bit words ``w[0], ..., w[n-1]`` (an odd last
-    byte is the high byte of a last word with low byte 0); ``sum1`` is the sum of the
-    words and ``sum2`` the sum of ``(n - i) * w[i]`` (the sum of the running ``sum1``),
-    both folded modulo 65535 (:func:`_fold`); the checksum is ``sum2 << 16 | sum1``.
-
-    Only the sums modulo 65535 matter (and whether they are 0). As ``65536 % 65535 == 1``,
-    a big-endian word is congruent to 256 times the same two bytes read as a little-endian
-    word, so the sums are taken over little-endian words (no byte swap) and multiplied by
-    256, which keeps 0 and nonzero apart. The words are summed in uint64 blocks small
-    enough never to overflow, without BLAS: a multithreaded BLAS can spend more on waking
-    its threads than a dot product this short costs.
-    """
-    size = len(data)
-    count = size >> 1
-    words = np.frombuffer(data, "<u2", count=count)
-    sum1 = sum2 = 0
-    for start in range(0, count, _FLETCHER_BLOCK):
-        block = words[start : start + _FLETCHER_BLOCK].astype(np.uint64)
-        length = block.size
-        block_sum = int(np.add.reduce(block))
-        np.multiply(block, _FLETCHER_WEIGHTS[_FLETCHER_BLOCK - length :], out=block)
-        # Appending a block adds its length to the weight of every word before it.
-        sum2 += sum1 * length + int(np.add.reduce(block))
-        sum1 += block_sum
-    sum1 <<= 8
-    sum2 <<= 8
-    if size & 1:
-        sum1 += int(data[size - 1]) << 8
-        sum2 += sum1
-    return _fold(sum2) << 16 | _fold(sum1)
+        _fletcher32_codec = Fletcher32()
+    encoded = _fletcher32_codec.encode(np.frombuffer(data, np.uint8))
+    return int.from_bytes(bytes(encoded[-4:]), "little")
 
 
 def _fletcher_check(data: Any) -> Any:
