@@ -19,7 +19,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import MetadataMismatchError
+from h5vc.errors import CorruptDataError, MetadataMismatchError
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -199,8 +199,17 @@ class RawDataStore:
         if self._n_rows == 0:
             return {}
         rows = self.hash_table[: self._n_rows]
+        c0 = self.chunks[0]
+        starts = rows["shape"][:, 0]
+        if starts.min() < 0 or starts.max() >= self.raw_data.shape[0] or np.any(starts % c0):
+            raise CorruptDataError(
+                f"Expected every row of {self.hash_table.name!r} in {self.filename!r} to "
+                f"start on a slot of {self.raw_data.name!r} (a multiple of {c0} below "
+                f"{self.raw_data.shape[0]}). Got starts from {int(starts.min())} to "
+                f"{int(starts.max())}."
+            )
         digests = np.ascontiguousarray(rows["hash"]).tobytes()
-        slots = (rows["shape"][:, 0] // self.chunks[0]).tolist()
+        slots = (starts // c0).tolist()
         return {digests[32 * i : 32 * (i + 1)]: slot for i, slot in enumerate(slots)}
 
     # -- writing --------------------------------------------------------------------

@@ -234,9 +234,25 @@ class FileState:
             cached = self._chunk_maps_by_address.get(address)
             if cached is None:
                 cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
+                self._check_slots(version, path, cached)
                 self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached
         return cached
+
+    def _check_slots(self, version: str, path: str, chunk_map: ChunkMap) -> None:
+        """Raise unless every slot of ``chunk_map`` lies in the dataset's raw_data."""
+        highest = int(chunk_map.slots.max(initial=-1))
+        if highest < 0:
+            return
+        store = self.require_store(path, version)
+        rows = store.raw_data.shape[0]
+        if highest * store.chunks[0] >= rows:
+            raise CorruptDataError(
+                f"Expected the virtual dataset {path!r} of version {version!r} in "
+                f"{self.filename!r} to map rows of {store.raw_data.name!r} (it has "
+                f"{rows}). Got a mapping of slot {highest}, rows from "
+                f"{highest * store.chunks[0]}."
+            )
 
     def remember_chunk_map(
         self, version: str, path: str, dataset: h5py.Dataset, chunk_map: ChunkMap
