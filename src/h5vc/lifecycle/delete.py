@@ -111,11 +111,11 @@ def _repoint(state: FileState, doomed: set[str], survivors: list[str]) -> None:
         prev = state.log.info(name).prev_version
         if prev in doomed:
             new_prev = _nearest_survivor(state, prev, doomed)
-            state.versions[name].attrs[layout.ATTR_PREV_VERSION] = new_prev
+            tree.set_prev_version(state.versions[name], new_prev)
     current = state.current_version
     if current in doomed:
         new_current = _nearest_survivor(state, current, doomed)
-        state.versions.attrs[layout.ATTR_CURRENT_VERSION] = new_current
+        tree.set_current_version(state.versions, new_current)
 
 
 def _release_chunks(state: FileState, survivors: list[str]) -> None:

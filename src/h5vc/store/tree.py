@@ -30,10 +30,13 @@ __all__ = [
     "initialize",
     "join_path",
     "link_object",
+    "mark_committed",
     "object_address",
     "rebuild_virtual_dataset",
     "relink",
     "remove_empty_parents",
+    "set_current_version",
+    "set_prev_version",
     "store_paths",
     "walk_version",
     "write_attrs",
@@ -96,6 +99,23 @@ def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
     target = obj.attrs
     for key, value in attrs.items():
         target[key] = value
+
+
+def mark_committed(group: h5py.Group, metadata: Mapping[str, Any]) -> None:
+    """Write a version group's metadata, then its ``committed`` marker (last: a group
+    without it is left over from an interrupted commit and ignored)."""
+    write_attrs(group, metadata)
+    group.attrs[layout.ATTR_COMMITTED] = np.bool_(True)
+
+
+def set_current_version(versions: h5py.Group, name: str) -> None:
+    """Record ``name`` as the current version."""
+    versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+
+
+def set_prev_version(version_group: h5py.Group, name: str) -> None:
+    """Record ``name`` as the parent of a committed version."""
+    version_group.attrs[layout.ATTR_PREV_VERSION] = name
 
 
 def link_object(group: h5py.Group, name: str, parent: h5py.Group, source_name: str) -> None:

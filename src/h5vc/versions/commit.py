@@ -104,14 +104,13 @@ def commit_version(
     group = state.versions.create_group(name)
     try:
         _write_group(state, name, group, root)
-        attrs = group.attrs
-        attrs[layout.ATTR_PREV_VERSION] = prev_version or layout.FIRST_VERSION
-        attrs[layout.ATTR_TIMESTAMP] = format_timestamp(ts)
-        if message is not None:
-            attrs[layout.ATTR_MESSAGE] = message
-        if author is not None:
-            attrs[layout.ATTR_AUTHOR] = author
-        attrs[layout.ATTR_COMMITTED] = np.bool_(True)  # the commit marker, written last
+        metadata = {
+            layout.ATTR_PREV_VERSION: prev_version or layout.FIRST_VERSION,
+            layout.ATTR_TIMESTAMP: format_timestamp(ts),
+            layout.ATTR_MESSAGE: message,
+            layout.ATTR_AUTHOR: author,
+        }
+        tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
     except BaseException:
         del state.versions[name]
         state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
@@ -122,7 +121,7 @@ def commit_version(
     info = VersionInfo(name, prev_version, ts, message, author)
     state.log.add(info)
     if make_current:
-        state.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+        tree.set_current_version(state.versions, name)
     state.root.file.flush()
     return info
 
@@ -203,10 +202,11 @@ def _write_dataset(
         fillvalue=spec.fillvalue,
         merge=state.h5vc_layout,
     )
-    attrs = dset.attrs
-    attrs[layout.ATTR_CHUNKS] = np.asarray(spec.chunks, dtype=np.int64)
-    attrs[layout.ATTR_RAW_DATA] = store.raw_data.name
-    tree.write_attrs(dset, spec.attrs)
+    bookkeeping = {
+        layout.ATTR_CHUNKS: np.asarray(spec.chunks, dtype=np.int64),
+        layout.ATTR_RAW_DATA: store.raw_data.name,
+    }
+    tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
     state.remember_chunk_map(version, spec.path, dset, chunk_map)
 
 

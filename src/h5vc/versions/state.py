@@ -109,7 +109,9 @@ class FileState:
         """Bring an older h5vc layout up to date before writing: what is written next
         may use features of the current one."""
         if self.data_version == layout.DATA_VERSION_H5VC_RUNS:
-            self.versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
+            tree.write_attrs(
+                self.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_H5VC)}
+            )
             self.data_version = layout.DATA_VERSION_H5VC
 
     @property
@@ -123,7 +125,7 @@ class FileState:
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
             raise VersionNotFoundError(f"Version {name!r} not found.")
-        self.versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+        tree.set_current_version(self.versions, name)
 
     def version_group(self, name: str) -> h5py.Group:
         if name == layout.FIRST_VERSION:
