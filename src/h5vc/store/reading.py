@@ -24,12 +24,22 @@ __all__ = ["RawDataSlab", "read_fill", "staged_array"]
 class RawDataSlab:
     """An ``h5py.Dataset`` as a base slab of the staging engine."""
 
-    __slots__ = ("dataset", "dtype", "shape")
+    __slots__ = ("_dtype", "dataset")
 
     def __init__(self, dataset: h5py.Dataset):
         self.dataset = dataset
-        self.dtype = dataset.dtype
-        self.shape = dataset.shape
+        self._dtype: np.dtype | None = None
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dataset's dtype, read once (h5py builds it anew on every access)."""
+        if self._dtype is None:
+            self._dtype = self.dataset.dtype
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.dataset.shape)
 
     def __getitem__(self, index: Any) -> Any:
         return self.dataset[index]

@@ -47,7 +47,7 @@ class DirectReader:
         self._shape = chunk_map.shape
         self._chunks = chunk_map.chunks
         self._raw_data = raw_data
-        self._slab = RawDataSlab(raw_data)
+        self._slab: RawDataSlab | None = None
         self._fill = fillvalue
         self._slots: np.ndarray | None = None
         self._run_ids: np.ndarray | None = None
@@ -163,6 +163,8 @@ class DirectReader:
         if stored:
             src_starts, dst_starts, counts, _ = (np.asarray(c) for c in zip(*stored))
             ones = (1,) * out.ndim
+            if self._slab is None:
+                self._slab = RawDataSlab(raw_data)
             read_many_slices(self._slab, out, src_starts, dst_starts, counts, ones, ones)
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
