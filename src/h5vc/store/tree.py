@@ -8,7 +8,7 @@ it at every *link location* (parent group, link name) that named it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "initialize",
     "join_path",
     "link_object",
+    "linker",
     "mark_committed",
     "object_address",
     "rebuild_virtual_dataset",
@@ -121,6 +122,16 @@ def set_prev_version(version_group: h5py.Group, name: str) -> None:
 def link_object(group: h5py.Group, name: str, parent: h5py.Group, source_name: str) -> None:
     """Make ``group[name]`` a new hard link to ``parent[source_name]`` (one HDF5 call)."""
     group.id.links.create_hard(name.encode(), parent.id, source_name.encode())
+
+
+def linker(group: h5py.Group) -> Callable[[str, h5py.Group, str], None]:
+    """:func:`link_object` for many links in ``group``: the link proxy is made once."""
+    create_hard = group.id.links.create_hard
+
+    def link(name: str, parent: h5py.Group, source_name: str) -> None:
+        create_hard(name.encode(), parent.id, source_name.encode())
+
+    return link
 
 
 def relink(parent: h5py.Group, name: str, target_parent: h5py.Group, target_name: str) -> None:

@@ -138,11 +138,13 @@ def _dataset_paths(spec: GroupCommit) -> set[str]:
 
 
 def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:
-    tree.write_attrs(group, spec.attrs)
+    if spec.attrs:
+        tree.write_attrs(group, spec.attrs)
+    link = tree.linker(group)
     for child_name, child in spec.children.items():
         if isinstance(child, Link):
             if state.h5vc_layout:  # a hard link: no copy, one call
-                tree.link_object(group, child_name, child.parent, child.name)
+                link(child_name, child.parent, child.name)
             else:
                 _copy_object(state, version, group, child_name, child.parent[child.name])
         elif isinstance(child, GroupCommit):
