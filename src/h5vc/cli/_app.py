@@ -1,0 +1,180 @@
+"""The ``h5vc`` command group, its error handling and shared output helpers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import click
+import h5py
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+import h5vc
+from h5vc.api import VersionedHDF5File
+from h5vc.errors import H5vcError, NotVersionedError
+from h5vc.store import layout
+
+__all__ = [
+    "CliError",
+    "cli",
+    "emit_json",
+    "json_option",
+    "main",
+    "open_versioned",
+    "progress",
+    "stdout_console",
+]
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class CliError(click.ClickException):
+    """Bad input or a failed operation: one line on stderr, exit code 1."""
+
+    def __init__(self, message: str, command: str | None = None):
+        super().__init__(" ".join(message.split()))
+        self.command = command
+
+    def show(self, file: Any = None) -> None:
+        where = self.command
+        if where is None:
+            ctx = click.get_current_context(silent=True)
+            where = ctx.command_path if ctx is not None else "h5vc"
+        click.echo(f"{where}: error: {self.format_message()}", err=True)
+
+
+class _Group(click.Group):
+    """A command group that turns library and OS errors into one-line messages."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CliError as err:
+            if err.command is None and ctx.invoked_subcommand:
+                err.command = f"h5vc {ctx.invoked_subcommand}"
+            raise
+        except (H5vcError, OSError, KeyError, ValueError) as err:
+            message = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+            sub = ctx.invoked_subcommand
+            raise CliError(message, f"h5vc {sub}" if sub else "h5vc") from err
+
+
+@click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
+@click.version_option(h5vc.__version__, prog_name="h5vc", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Inspect and maintain versioned HDF5 files.
+
+    Every command takes the file first, e.g. ``h5vc log data.h5``; listing
+    commands print JSON with --json.  Run ``h5vc demo`` to make a file to try.
+    """
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--json`` (machine-readable output, no progress bars) to a command."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead of a table or text."
+    )(func)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, tuple | set | frozenset):
+        return list(value)
+    return str(value)
+
+
+def stdout_console() -> Console:
+    """A rich console on stdout; as wide as the terminal, or 120 columns when piped."""
+    file = sys.stdout
+    if file.isatty():
+        return Console(file=file)
+    return Console(file=file, width=120, no_color=True, highlight=False)
+
+
+def _interactive() -> bool:
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _ignore(n: float = 1) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def progress(
+    description: str, total: float | None = None, *, quiet: bool = False
+) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr (a spinner when ``total`` is None), yielding ``advance(n)``.
+
+    Nothing is shown when stdout is not a terminal or ``quiet`` (``--json``) is set.
+    """
+    if quiet or not _interactive():
+        yield _ignore
+        return
+    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
+    if total is not None:
+        columns += [BarColumn(), TextColumn("{task.percentage:>3.0f}%")]
+    columns.append(TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(description, total=total)
+
+        def advance(n: float = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance
+
+
+def check_file(path: str) -> None:
+    """Raise a one-line error unless ``path`` is an existing HDF5 file."""
+    if not os.path.exists(path):
+        raise CliError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CliError(f"{path}: is a directory, expected an HDF5 file")
+    if not h5py.is_hdf5(path):
+        raise CliError(f"{path}: not an HDF5 file")
+
+
+@contextlib.contextmanager
+def open_versioned(path: str, mode: str = "r") -> Iterator[VersionedHDF5File]:
+    """Open the versioned file ``path``; a missing, non-HDF5 or unversioned file is an error.
+
+    A writable open never initializes a file that holds no versioned data.
+    """
+    check_file(path)
+    with h5py.File(path, mode) as f:
+        if layout.VERSION_DATA not in f:
+            raise NotVersionedError(
+                f"{path}: not an h5vc file (no {layout.VERSION_DATA!r} group at its root)"
+            )
+        vf = VersionedHDF5File(f)
+        try:
+            yield vf
+        finally:
+            vf.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``h5vc`` command with ``argv`` (default: the process arguments)."""
+    try:
+        result = cli.main(args=argv, prog_name="h5vc", standalone_mode=False)
+    except click.ClickException as err:
+        err.show()
+        return err.exit_code
+    except click.exceptions.Exit as err:
+        return err.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    return result if isinstance(result, int) else 0

@@ -1,0 +1,230 @@
+"""Read-only commands: ``log``, ``show``, ``diff`` and ``du``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.tree import Tree
+
+from h5vc.api import VersionedHDF5File
+from h5vc.cli._app import cli, emit_json, json_option, open_versioned, progress, stdout_console
+from h5vc.cli._graph import graph_rows
+from h5vc.cli._stats import disk_usage, version_tree
+from h5vc.errors import VersionNotFoundError
+from h5vc.lifecycle import format_log
+from h5vc.lifecycle.diff import VersionDiff
+from h5vc.store import layout
+from h5vc.versions import VersionInfo, format_timestamp
+
+__all__ = ["diff", "du", "human_size", "log", "parents_of", "show"]
+
+
+def human_size(n: float) -> str:
+    """``1.5 MB`` for 1_500_000 (decimal units, like ``ls -h --si``)."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def parents_of(info: VersionInfo) -> list[str]:
+    """The parents of a version, first parent first (none for a root)."""
+    parents = [info.prev_version] if info.prev_version else []
+    parents += [p for p in getattr(info, "merge_parents", ()) or () if p]
+    return parents
+
+
+def resolve(vf: VersionedHDF5File, name: str | None) -> str:
+    """A committed version name from ``name`` (default: the current version)."""
+    if name is None:
+        current = vf.current_version
+        if current == layout.FIRST_VERSION:
+            raise VersionNotFoundError("the file has no versions yet")
+        return current
+    return vf[name].version_name
+
+
+def info_dict(info: VersionInfo) -> dict[str, Any]:
+    return {
+        "version": info.name,
+        "parents": parents_of(info),
+        "timestamp": format_timestamp(info.timestamp),
+        "message": info.message,
+        "author": info.author,
+    }
+
+
+def history(vf: VersionedHDF5File, start: str | None, everything: bool) -> list[VersionInfo]:
+    """The versions reachable from ``start`` through every parent (or all versions),
+    newest first (a version is always committed after its parents)."""
+    state = vf.file_state
+    names = state.log.names()
+    if everything:
+        infos = [state.log.info(name) for name in names]
+    else:
+        todo = [resolve(vf, start)]
+        seen = set(todo)
+        infos = []
+        while todo:
+            info = state.log.info(todo.pop())
+            infos.append(info)
+            for parent in parents_of(info):
+                if parent not in seen and parent in state.log:
+                    seen.add(parent)
+                    todo.append(parent)
+    infos.sort(key=lambda info: (info.timestamp, info.name), reverse=True)
+    return infos
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("start", required=False)
+@click.option("-n", "--max-count", type=click.IntRange(min=0), help="Show at most N versions.")
+@click.option("--graph", is_flag=True, help="Draw the version graph beside the log.")
+@click.option("--all", "everything", is_flag=True, help="Every version, not only START's history.")
+@json_option
+def log(
+    file: str,
+    start: str | None,
+    max_count: int | None,
+    graph: bool,
+    everything: bool,
+    as_json: bool,
+) -> None:
+    """List START (default: the current version) and its ancestors, newest first."""
+    with open_versioned(file) as vf:
+        if vf.current_version == layout.FIRST_VERSION and start is None:
+            entries: list[VersionInfo] = []
+        else:
+            entries = history(vf, start, everything)
+    if as_json:
+        emit_json([info_dict(info) for info in entries[:max_count]])
+        return
+    click.echo(render_log(entries, max_count, graph))
+
+
+def render_log(entries: list[VersionInfo], max_count: int | None, graph: bool) -> str:
+    """The log text: one block per version (``format_log``), with the graph beside it."""
+    shown = entries[:max_count]
+    if not graph:
+        return format_log(shown)
+    drawn = {info.name for info in entries}
+    parents = {info.name: [p for p in parents_of(info) if p in drawn] for info in entries}
+    lines: list[str] = []
+    rows = graph_rows([info.name for info in entries], parents.__getitem__)
+    for info, (row, follow, connector) in zip(shown, rows):
+        width = max(len(row), len(follow)) + 1
+        block = [*format_log([info]).splitlines(), ""]
+        lines.append(row.ljust(width) + block[0])
+        lines += [(follow.ljust(width) + line).rstrip() for line in block[1:]]
+        if connector:
+            lines.append(connector)
+    return "\n".join(lines).rstrip()
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("version", required=False)
+@json_option
+def show(file: str, version: str | None, as_json: bool) -> None:
+    """Show VERSION (default: the current one): its groups and datasets with shape, dtype,
+    chunk shape and the bytes first stored by this version."""
+    with open_versioned(file) as vf:
+        name = resolve(vf, version)
+        info = vf.version_info(name)
+        nodes = version_tree(vf, name, parents_of(info))
+    if as_json:
+        emit_json({**info_dict(info), "nodes": [node.as_dict() for node in nodes]})
+        return
+    console = stdout_console()
+    console.print(format_log([info]), markup=False, highlight=False)
+    total = sum(node.new_bytes or 0 for node in nodes)
+    tree = Tree(f"/  ({human_size(total)} first stored by {name})")
+    branches = {"": tree}
+    for node in nodes[1:]:
+        parent = branches[node.path.rpartition("/")[0]]
+        leaf = node.path.rpartition("/")[2]
+        attrs = f"  attrs: {', '.join(node.attrs)}" if node.attrs else ""
+        if node.kind == "group":
+            branches[node.path] = parent.add(f"{leaf}/{attrs}")
+        else:
+            parent.add(
+                f"{leaf}  {node.dtype} {node.shape} chunks {node.chunks}  "
+                f"new {human_size(node.new_bytes or 0)}{attrs}"
+            )
+    console.print(tree, markup=False, highlight=False)
+
+
+def diff_dict(result: VersionDiff) -> dict[str, Any]:
+    out: dict[str, Any] = {"version1": result.version1, "version2": result.version2}
+    for name in VersionDiff.__dataclass_fields__:
+        if name in out:
+            continue
+        value = getattr(result, name)
+        if name == "datasets_changed":
+            value = [
+                {
+                    "path": change.path,
+                    "shape1": list(change.shape1),
+                    "shape2": list(change.shape2),
+                    "regions": [
+                        [[s.start, s.stop] for s in region.raw] for region in change.regions
+                    ],
+                }
+                for change in value
+            ]
+        elif name.startswith("attrs"):
+            value = [{"path": path, "attr": attr} for path, attr in value]
+        out[name] = list(value)
+    return out
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("version1")
+@click.argument("version2")
+@json_option
+def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
+    """What changed from VERSION1 to VERSION2: groups, datasets, attributes and the
+    chunk regions whose data differ (decided from chunk hashes; no data is read)."""
+    with open_versioned(file) as vf:
+        result = vf.diff(resolve(vf, version1), resolve(vf, version2))
+    if as_json:
+        emit_json(diff_dict(result))
+    else:
+        click.echo(result.describe())
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@json_option
+def du(file: str, as_json: bool) -> None:
+    """Storage per version and per dataset: logical size, stored bytes, and stored bytes
+    shared with other versions."""
+    with open_versioned(file) as vf, progress("Reading chunk maps", quiet=as_json) as advance:
+        usage = disk_usage(vf, advance)
+    if as_json:
+        emit_json(usage.as_dict())
+        return
+    console = stdout_console()
+    table = Table(title=f"per version (file: {human_size(usage.file_bytes)})")
+    for column in ("version", "logical", "stored", "shared"):
+        table.add_column(column, justify="left" if column == "version" else "right")
+    for name, row in usage.versions.items():
+        table.add_row(
+            name, *(human_size(row[k]) for k in ("logical_bytes", "stored_bytes", "shared_bytes"))
+        )
+    console.print(table)
+    table = Table(title="per dataset")
+    for column in ("dataset", "versions", "logical", "stored", "shared"):
+        table.add_column(column, justify="left" if column == "dataset" else "right")
+    for entry in usage.datasets.values():
+        table.add_row(
+            "/" + entry.path,
+            str(entry.versions),
+            *(human_size(v) for v in (entry.logical_bytes, entry.stored_bytes, entry.shared_bytes)),
+        )
+    console.print(table)
