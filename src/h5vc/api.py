@@ -17,6 +17,7 @@ from h5vc.errors import (
     StageInProgressError,
     VersionNotFoundError,
 )
+from h5vc.lifecycle.branching import RefsMixin
 from h5vc.store import layout
 from h5vc.versions import (
     FileState,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["VersionedHDF5File", "open"]
 
 
-class VersionedHDF5File:
+class VersionedHDF5File(RefsMixin):
     """Every version of a tree of groups and datasets, kept in one HDF5 file.
 
     ``VersionedHDF5File(f)`` takes an open ``h5py.File`` or any ``h5py.Group``.
@@ -128,7 +129,7 @@ class VersionedHDF5File:
         if key is None:
             return self.get_version_by_name(state.current_version)
         if isinstance(key, str):
-            return self.get_version_by_name(key)
+            return self.get_version_by_name(self.resolve(key))
         if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
             return self.get_version_by_name(self._ancestor(int(key)))
         if isinstance(key, datetime | np.datetime64):
@@ -193,15 +194,19 @@ class VersionedHDF5File:
         *,
         message: str | None = None,
         author: str | None = None,
+        branch: str | None = None,
     ) -> Iterator[StagedGroup]:
         """Stage a new version and commit it when the ``with`` block exits.
 
         The yielded group starts as ``prev_version`` (default: the current
         version; ``""`` for an empty version) and behaves like an ``h5py.Group``.
-        If the block raises, nothing is committed.
+        If the block raises, nothing is committed.  With ``branch``, the version starts
+        from that branch's head, which then moves to it.
         """
         self._check_writable(f"stage version {version_name!r}")
         state = self._open_state
+        if branch is not None:
+            prev_version = self._branch_base(branch, prev_version)
         if state.staging is not None:
             raise StageInProgressError(
                 f"Cannot stage version {version_name!r} while version {state.staging!r} is "
@@ -224,6 +229,8 @@ class VersionedHDF5File:
                 message=message,
                 author=author,
             )
+            if branch is not None:
+                self._after_branch_commit(branch, name, make_current)
         except BaseException:
             state.undo_writes()  # chunks written while staging (large new datasets)
             raise

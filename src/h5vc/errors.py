@@ -28,6 +28,16 @@ __all__ = [
     "StageInProgressError",
     "InvalidVersionNameError",
     "ChunkDecodeError",
+    "RefNotFoundError",
+    "RefExistsError",
+    "InvalidRefNameError",
+    "AmbiguousRefError",
+    "TagImmutableError",
+    "RefInUseError",
+    "MergeError",
+    "NothingToMergeError",
+    "UnrelatedHistoriesError",
+    "MergeConflictError",
 ]
 
 
@@ -111,3 +121,52 @@ class InvalidVersionNameError(H5vcError, ValueError):
 
 class ChunkDecodeError(H5vcError, ValueError):
     """A stored chunk's bytes are not a valid encoding of the expected array."""
+
+
+class RefNotFoundError(VersionNotFoundError):
+    """A name is no branch, tag or version (or not a branch/tag where one was required)."""
+
+
+class RefExistsError(H5vcError, ValueError):
+    """A branch or tag with this name already exists."""
+
+
+class InvalidRefNameError(H5vcError, ValueError):
+    """A branch or tag name is empty, contains ``/``, or is also a version's name."""
+
+
+class AmbiguousRefError(H5vcError, ValueError):
+    """A name given to ``vf[...]`` is more than one of: a version, a tag, a branch."""
+
+
+class TagImmutableError(RefExistsError):
+    """A tag was asked to point somewhere else: tags never move."""
+
+
+class RefInUseError(H5vcError, ValueError):
+    """A version or branch cannot go: a branch or tag names it, or it is the current branch."""
+
+
+class MergeError(H5vcError, ValueError):
+    """A merge that cannot be done as asked."""
+
+
+class NothingToMergeError(MergeError):
+    """The version to merge is already part of the target's history (or is the target)."""
+
+
+class UnrelatedHistoriesError(MergeError):
+    """The two versions have no common ancestor (allowed only when asked explicitly)."""
+
+
+class MergeConflictError(MergeError):
+    """Both sides changed the same thing differently; nothing was written.
+
+    ``conflicts`` lists :class:`h5vc.lifecycle.merge.Conflict` records: the object
+    path, the kind of conflict and, for data, the chunk-aligned regions and the number
+    of conflicting elements.
+    """
+
+    def __init__(self, message: str, conflicts: list | None = None):
+        super().__init__(message)
+        self.conflicts = list(conflicts or [])

@@ -29,6 +29,17 @@ def test_delete_of_an_unknown_version_changes_nothing(run, history):
     assert file_digest(history) == before
 
 
+def test_delete_refuses_a_branch_head_unless_forced(run, history):
+    run("branch", "create", history, "side", "--at", "b1")
+    before = file_digest(history)
+    result = run("delete", history, "b1")
+    assert result.exit_code == 1 and "branch 'side'" in result.stderr
+    assert file_digest(history) == before
+    assert run("delete", history, "b1", "--force").exit_code == 0
+    with h5vc.open(str(history)) as vf:
+        assert vf.branches == {"side": "v1"}
+
+
 def test_repack_writes_a_compact_copy(run, history, tmp_path):
     run("delete", history, "v2")
     target = tmp_path / "packed.h5"

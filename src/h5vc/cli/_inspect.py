@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.table import Table
 from rich.tree import Tree
 
 from h5vc.api import VersionedHDF5File
-from h5vc.cli._app import cli, emit_json, json_option, open_versioned, progress, stdout_console
+from h5vc.cli._app import (
+    CliError,
+    cli,
+    emit_json,
+    json_option,
+    open_versioned,
+    print_table,
+    progress,
+    stdout_console,
+)
 from h5vc.cli._graph import graph_rows
 from h5vc.cli._stats import disk_usage, version_tree
 from h5vc.errors import VersionNotFoundError
@@ -32,9 +40,7 @@ def human_size(n: float) -> str:
 
 def parents_of(info: VersionInfo) -> list[str]:
     """The parents of a version, first parent first (none for a root)."""
-    parents = [info.prev_version] if info.prev_version else []
-    parents += [p for p in getattr(info, "merge_parents", ()) or () if p]
-    return parents
+    return list(info.parents)
 
 
 def resolve(vf: VersionedHDF5File, name: str | None) -> str:
@@ -75,7 +81,8 @@ def history(vf: VersionedHDF5File, start: str | None, everything: bool) -> list[
                 if parent not in seen and parent in state.log:
                     seen.add(parent)
                     todo.append(parent)
-    infos.sort(key=lambda info: (info.timestamp, info.name), reverse=True)
+    rank = {name: i for i, name in enumerate(names)}  # names are in time order
+    infos.sort(key=lambda info: rank[info.name], reverse=True)
     return infos
 
 
@@ -83,6 +90,7 @@ def history(vf: VersionedHDF5File, start: str | None, everything: bool) -> list[
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("start", required=False)
 @click.option("-n", "--max-count", type=click.IntRange(min=0), help="Show at most N versions.")
+@click.option("-b", "--branch", metavar="BRANCH", help="Start at the head of BRANCH.")
 @click.option("--graph", is_flag=True, help="Draw the version graph beside the log.")
 @click.option("--all", "everything", is_flag=True, help="Every version, not only START's history.")
 @json_option
@@ -90,34 +98,68 @@ def log(
     file: str,
     start: str | None,
     max_count: int | None,
+    branch: str | None,
     graph: bool,
     everything: bool,
     as_json: bool,
 ) -> None:
-    """List START (default: the current version) and its ancestors, newest first."""
+    """List START (a version, tag or branch; default: the current version) and its
+    ancestors through every parent, newest first."""
     with open_versioned(file) as vf:
+        if branch is not None:
+            if start is not None:
+                raise CliError("give either START or --branch, not both")
+            start = vf.branches.get(branch)
+            if start is None:
+                raise CliError(f"no such branch: {branch}")
         if vf.current_version == layout.FIRST_VERSION and start is None:
             entries: list[VersionInfo] = []
         else:
             entries = history(vf, start, everything)
+        labels = ref_labels(vf)
     if as_json:
-        emit_json([info_dict(info) for info in entries[:max_count]])
+        emit_json(
+            [{**info_dict(info), "refs": labels.get(info.name, [])} for info in entries[:max_count]]
+        )
         return
-    click.echo(render_log(entries, max_count, graph))
+    click.echo(render_log(entries, max_count, graph, labels))
 
 
-def render_log(entries: list[VersionInfo], max_count: int | None, graph: bool) -> str:
+def ref_labels(vf: VersionedHDF5File) -> dict[str, list[str]]:
+    """``{version: ["branch main", "tag v1.0", ...]}`` for the log's decorations."""
+    labels: dict[str, list[str]] = {}
+    for kind, refs in (("branch", vf.branches), ("tag", vf.tags)):
+        for name, version in refs.items():
+            labels.setdefault(version, []).append(f"{kind} {name}")
+    return labels
+
+
+def _block(info: VersionInfo, labels: dict[str, list[str]]) -> list[str]:
+    """One version's lines from ``format_log``, its refs after its name."""
+    lines = format_log([info]).splitlines()
+    if labels.get(info.name):
+        lines[0] += f" ({', '.join(labels[info.name])})"
+    return lines
+
+
+def render_log(
+    entries: list[VersionInfo],
+    max_count: int | None,
+    graph: bool,
+    labels: dict[str, list[str]] | None = None,
+) -> str:
     """The log text: one block per version (``format_log``), with the graph beside it."""
+    labels = labels or {}
     shown = entries[:max_count]
     if not graph:
-        return format_log(shown)
+        return "\n\n".join("\n".join(_block(info, labels)) for info in shown)
     drawn = {info.name for info in entries}
     parents = {info.name: [p for p in parents_of(info) if p in drawn] for info in entries}
     lines: list[str] = []
     rows = graph_rows([info.name for info in entries], parents.__getitem__)
     for info, (row, follow, connector) in zip(shown, rows):
         width = max(len(row), len(follow)) + 1
-        block = [*format_log([info]).splitlines(), ""]
+        block = [*_block(info, labels), ""]
         lines.append(row.ljust(width) + block[0])
         lines += [(follow.ljust(width) + line).rstrip() for line in block[1:]]
         if connector:
@@ -209,22 +251,23 @@ def du(file: str, as_json: bool) -> None:
     if as_json:
         emit_json(usage.as_dict())
         return
-    console = stdout_console()
-    table = Table(title=f"per version (file: {human_size(usage.file_bytes)})")
-    for column in ("version", "logical", "stored", "shared"):
-        table.add_column(column, justify="left" if column == "version" else "right")
-    for name, row in usage.versions.items():
-        table.add_row(
-            name, *(human_size(row[k]) for k in ("logical_bytes", "stored_bytes", "shared_bytes"))
-        )
-    console.print(table)
-    table = Table(title="per dataset")
-    for column in ("dataset", "versions", "logical", "stored", "shared"):
-        table.add_column(column, justify="left" if column == "dataset" else "right")
-    for entry in usage.datasets.values():
-        table.add_row(
-            "/" + entry.path,
-            str(entry.versions),
-            *(human_size(v) for v in (entry.logical_bytes, entry.stored_bytes, entry.shared_bytes)),
-        )
-    console.print(table)
+    sizes = ("logical_bytes", "stored_bytes", "shared_bytes")
+    print_table(
+        f"per version (file: {human_size(usage.file_bytes)})",
+        ["version", "logical", "stored", "shared"],
+        [[name, *(human_size(row[k]) for k in sizes)] for name, row in usage.versions.items()],
+        right=("logical", "stored", "shared"),
+    )
+    print_table(
+        "per dataset",
+        ["dataset", "versions", "logical", "stored", "shared"],
+        [
+            [
+                "/" + entry.path,
+                str(entry.versions),
+                *(human_size(getattr(entry, k)) for k in sizes),
+            ]
+            for entry in usage.datasets.values()
+        ],
+        right=("versions", "logical", "stored", "shared"),
+    )

@@ -29,17 +29,22 @@ EXPORT_SLAB_BYTES = 64 << 20
 @cli.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("versions", nargs=-1, required=True)
-def delete(file: str, versions: tuple[str, ...]) -> None:
+@click.option(
+    "--force", is_flag=True, help="Also delete branch heads and tagged versions (moving refs)."
+)
+def delete(file: str, versions: tuple[str, ...], force: bool) -> None:
     """Delete VERSIONS and free the chunks no other version uses.
 
     Children of a deleted version are re-parented to its nearest surviving ancestor.
+    A branch head or tagged version is refused unless --force: its branches then move
+    to the nearest surviving ancestor and its tags are deleted.
     """
     with open_versioned(file, "r+") as vf:
         missing = [name for name in versions if name not in vf]
         if missing:
             raise CliError(f"no such version(s): {', '.join(missing)}; nothing deleted")
         with progress(f"Deleting {len(versions)} version(s)"):
-            h5vc.delete_versions(vf, list(versions))
+            h5vc.delete_versions(vf, list(versions), force=force)
         left = len(vf)
     click.echo(f"deleted {len(versions)} version(s): {' '.join(versions)}; {left} left")
 

@@ -36,10 +36,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from h5vc.errors import InvalidVersionNameError, VersionNotFoundError
+from h5vc.errors import InvalidVersionNameError, RefInUseError, VersionNotFoundError
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, move_slots
-from h5vc.versions import FileState, resolve_state
+from h5vc.versions import FileState, log_entry, resolve_state
 
 __all__ = ["COPY_BUDGET_BYTES", "delete_version", "delete_versions", "move_slots"]
 
@@ -49,7 +49,7 @@ def delete_version(f: Any, version: str) -> None:
     delete_versions(f, [version])
 
 
-def delete_versions(f: Any, versions: str | Iterable[str]) -> None:
+def delete_versions(f: Any, versions: str | Iterable[str], *, force: bool = False) -> None:
     """Delete ``versions`` (a name or names) from the versioned file ``f``.
 
     ``f`` is a :class:`~h5vc.VersionedHDF5File` or the h5py file/group holding
@@ -59,22 +59,28 @@ def delete_versions(f: Any, versions: str | Iterable[str]) -> None:
     and their slots reused by later commits.  Deleting every version leaves an
     empty versioned file.
 
-    Raises :class:`~h5vc.errors.VersionNotFoundError` for an unknown name and
+    A version that is the head of a branch or carries a tag is deleted only with
+    ``force=True``: its branches then move to the nearest surviving ancestor (and are
+    deleted if there is none), its tags are deleted.
+
+    Raises :class:`~h5vc.errors.VersionNotFoundError` for an unknown name,
     :class:`~h5vc.errors.InvalidVersionNameError` (a ``ValueError``) for
-    ``__first_version__``; nothing changes in either case.
+    ``__first_version__`` and :class:`~h5vc.errors.RefInUseError` for a version named
+    by a ref without ``force``; nothing changes in any of these cases.
     """
     state = resolve_state(f)
     state.check_writable("delete versions")
     doomed = _parse_names(state, versions)
     if not doomed:
         return
+    check_refs(state, doomed, force)
     survivors = [name for name in state.log.names() if name not in doomed]
     state.upgrade_layout()
     try:
-        _repoint(state, doomed, survivors)
+        parents = _repoint(state, doomed, survivors)
         for name in doomed:
             del state.versions[name]
-        timeindex.remove_entries(state.version_data, doomed)
+        timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
         state.root.file.flush()
         _release_chunks(state, survivors)
     finally:
@@ -106,16 +112,59 @@ def _nearest_survivor(state: FileState, name: str | None, doomed: set[str]) -> s
     return layout.FIRST_VERSION if name is None else name
 
 
-def _repoint(state: FileState, doomed: set[str], survivors: list[str]) -> None:
+def check_refs(state: FileState, doomed: set[str], force: bool) -> None:
+    """Refuse to delete versions that branches or tags name, unless ``force``."""
+    named = state.refs.naming(doomed)
+    if named and not force:
+        raise RefInUseError(
+            f"Cannot delete versions named by refs: {'; '.join(named)}. Move or delete "
+            f"those refs first, or pass force=True."
+        )
+
+
+def _log_entries(state: FileState, parents: dict[str, list[str]]) -> dict[str, dict]:
+    """The index's log entries of the survivors, with their new ``parents``."""
+    return {name: {**log_entry(state.log.info(name)), "parents": p} for name, p in parents.items()}
+
+
+def _repoint(state: FileState, doomed: set[str], survivors: list[str]) -> dict[str, list[str]]:
+    """Point survivors at surviving parents; return every survivor's parents."""
+    parents: dict[str, list[str]] = {}
     for name in survivors:
-        prev = state.log.info(name).prev_version
+        info = state.log.info(name)
+        prev = info.prev_version
         if prev in doomed:
             new_prev = _nearest_survivor(state, prev, doomed)
             tree.set_prev_version(state.versions[name], new_prev)
+            prev = None if new_prev == layout.FIRST_VERSION else new_prev
+        merged = list(info.merge_parents)
+        if any(p in doomed for p in merged):
+            merged = _repoint_merge_parents(state, name, info.merge_parents, doomed)
+        parents[name] = ([prev] if prev else []) + merged
+    moved = {
+        name: _nearest_survivor(state, name, doomed) for name in state.refs.naming_versions(doomed)
+    }
+    state.refs.repoint({k: None if v == layout.FIRST_VERSION else v for k, v in moved.items()})
     current = state.current_version
     if current in doomed:
         new_current = _nearest_survivor(state, current, doomed)
         tree.set_current_version(state.versions, new_current)
+    return parents
+
+
+def _repoint_merge_parents(
+    state: FileState, name: str, parents: tuple[str, ...], doomed: set[str]
+) -> list[str]:
+    """A merge's later parents move to their nearest survivors (dropped if none, or if
+    that is already a parent)."""
+    first = _nearest_survivor(state, state.log.info(name).prev_version, doomed)
+    kept: list[str] = []
+    for parent in parents:
+        survivor = _nearest_survivor(state, parent, doomed)
+        if survivor not in (layout.FIRST_VERSION, first, *kept):
+            kept.append(survivor)
+    tree.set_merge_parents(state.versions[name], kept)
+    return kept
 
 
 def _release_chunks(state: FileState, survivors: list[str]) -> None:

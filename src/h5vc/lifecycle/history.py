@@ -34,7 +34,9 @@ def format_log(entries: list[VersionInfo]) -> str:
     for info in entries:
         lines = [
             f"version {info.name}",
-            f"Parent: {info.prev_version or layout.FIRST_VERSION}",
+            f"Merge:  {' '.join(info.parents)}"
+            if info.merge_parents
+            else f"Parent: {info.prev_version or layout.FIRST_VERSION}",
             f"Date:   {format_timestamp(info.timestamp)}",
         ]
         if info.author:

@@ -46,8 +46,17 @@ ATTR_COMMITTED = "committed"
 ATTR_TIMESTAMP = "timestamp"
 ATTR_MESSAGE = "h5vc_message"
 ATTR_AUTHOR = "h5vc_author"
+#: Parents of a merge after the first (``prev_version``), as an array of names.
+ATTR_MERGE_PARENTS = "h5vc_merge_parents"
 VERSION_ATTRS = frozenset(
-    {ATTR_PREV_VERSION, ATTR_COMMITTED, ATTR_TIMESTAMP, ATTR_MESSAGE, ATTR_AUTHOR}
+    {
+        ATTR_PREV_VERSION,
+        ATTR_COMMITTED,
+        ATTR_TIMESTAMP,
+        ATTR_MESSAGE,
+        ATTR_AUTHOR,
+        ATTR_MERGE_PARENTS,
+    }
 )
 # Attributes on a committed virtual dataset and on raw_data.
 ATTR_RAW_DATA = "raw_data"

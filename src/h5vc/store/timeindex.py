@@ -9,6 +9,12 @@ array and one name::
     _version_data/__version_index__/
         timestamps     int64 microseconds since 1970 (UTC), sorted ascending
         names          variable-length UTF-8 names, in the same order
+        log            variable-length UTF-8 JSON per version, in the same order:
+                       {"parents": [...], "message": ..., "author": ...}
+
+With the ``log`` column a log of every version is one read of three arrays instead of
+a read of every version group's attributes (files written before it have none and
+are scanned).
 
 The index only imports h5py and numpy, so the commit code can call
 :func:`append_entry` after writing the commit marker and
@@ -18,6 +24,7 @@ The index only imports h5py and numpy, so the commit code can call
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 import h5py
@@ -25,6 +32,8 @@ import numpy as np
 
 __all__ = [
     "INDEX_NAME",
+    "LogEntry",
+    "read_log",
     "append_entry",
     "entry_count",
     "has_index",
@@ -37,6 +46,9 @@ __all__ = [
 INDEX_NAME = "__version_index__"
 TIMESTAMPS = "timestamps"
 NAMES = "names"
+LOG = "log"
+#: ``(timestamp, name, {"parents": [...], "message": str | None, "author": str | None})``
+LogEntry = tuple[np.datetime64, str, dict]
 _UNIT = "datetime64[us]"
 
 
@@ -53,8 +65,13 @@ def _as_int(ts: np.datetime64) -> int:
     return int(np.asarray(ts).astype(_UNIT).astype(np.int64))
 
 
-def write_index(version_data: h5py.Group, entries: Iterable[tuple[np.datetime64, str]]) -> None:
-    """(Re)write the whole index from ``(timestamp, name)`` pairs."""
+def write_index(
+    version_data: h5py.Group,
+    entries: Iterable[tuple[np.datetime64, str]],
+    log: dict[str, dict] | None = None,
+) -> None:
+    """(Re)write the whole index from ``(timestamp, name)`` pairs; with ``log``
+    (name -> log entry for every name) the log column too."""
     ordered = sorted((_as_int(ts), name) for ts, name in entries)
     if INDEX_NAME in version_data:
         del version_data[INDEX_NAME]
@@ -62,9 +79,26 @@ def write_index(version_data: h5py.Group, entries: Iterable[tuple[np.datetime64,
     stamps = np.array([ts for ts, _ in ordered], dtype=np.int64)
     names = np.array([name for _, name in ordered], dtype=object)
     group.create_dataset(TIMESTAMPS, data=stamps, maxshape=(None,), chunks=(4096,))
-    group.create_dataset(
-        NAMES, data=names, dtype=h5py.string_dtype(), maxshape=(None,), chunks=(4096,)
-    )
+    text = h5py.string_dtype()
+    group.create_dataset(NAMES, data=names, dtype=text, maxshape=(None,), chunks=(4096,))
+    if log is not None:
+        rows = np.array([json.dumps(log[name]) for _, name in ordered], dtype=object)
+        group.create_dataset(LOG, data=rows, dtype=text, maxshape=(None,), chunks=(4096,))
+
+
+def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
+    """Every version's timestamp, name and log entry, sorted by time; None if the file
+    has no index with a complete log column."""
+    group = version_data.get(INDEX_NAME)
+    if group is None or LOG not in group:
+        return None
+    stamps = group[TIMESTAMPS][()].astype(_UNIT)
+    names = group[NAMES].asstr()[()]
+    rows = group[LOG].asstr()[()]
+    if not len(stamps) == len(names) == len(rows):
+        return None
+    entries = json.loads("[" + ",".join(rows) + "]")  # one parse, not one per version
+    return list(zip(stamps, names.tolist(), entries))
 
 
 def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | None:
@@ -77,29 +111,45 @@ def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | No
     return list(zip(stamps, names))
 
 
-def append_entry(version_data: h5py.Group, ts: np.datetime64, name: str) -> None:
-    """Add one committed version (a plain append when it is the newest)."""
+def append_entry(
+    version_data: h5py.Group, ts: np.datetime64, name: str, log: dict | None = None
+) -> None:
+    """Add one committed version (a plain append when it is the newest).
+
+    The log column is kept only while every version has an entry in it."""
     if INDEX_NAME not in version_data:
         return
     group = version_data[INDEX_NAME]
     stamps, names = group[TIMESTAMPS], group[NAMES]
+    rows = group.get(LOG)
     n = stamps.shape[0]
     value = _as_int(ts)
+    if rows is not None and (log is None or rows.shape[0] != n):
+        del group[LOG]
+        rows = None
     if n and (value, name) < (int(stamps[n - 1]), names.asstr()[n - 1]):
+        logs = read_log(version_data)
         entries = read_index(version_data) or []
-        write_index(version_data, [*entries, (ts, name)])
+        full = None if logs is None or log is None else {e[1]: e[2] for e in logs} | {name: log}
+        write_index(version_data, [*entries, (ts, name)], full)
         return
     stamps.resize((n + 1,))
     names.resize((n + 1,))
     names[n] = name
     stamps[n] = value
+    if rows is not None:
+        rows.resize((n + 1,))
+        rows[n] = json.dumps(log)
 
 
-def remove_entries(version_data: h5py.Group, removed: set[str]) -> None:
-    """Drop deleted versions from the index."""
+def remove_entries(
+    version_data: h5py.Group, removed: set[str], log: dict[str, dict] | None = None
+) -> None:
+    """Drop deleted versions from the index; ``log`` gives the survivors' log entries
+    (their parents change when a parent is deleted)."""
     entries = read_index(version_data)
     if entries is not None:
-        write_index(version_data, [(ts, n) for ts, n in entries if n not in removed])
+        write_index(version_data, [(ts, n) for ts, n in entries if n not in removed], log)
 
 
 def lookup(version_data: h5py.Group, ts: np.datetime64, exact: bool = False) -> str | None:

@@ -8,7 +8,7 @@ it at every *link location* (parent group, link name) that named it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,7 +73,7 @@ def initialize(root: h5py.Group, timestamp: str) -> None:
     first.attrs[layout.ATTR_TIMESTAMP] = timestamp
     versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
     versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
-    timeindex.write_index(root[layout.VERSION_DATA], [])
+    timeindex.write_index(root[layout.VERSION_DATA], [], {})
 
 
 def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
@@ -117,6 +117,15 @@ def set_current_version(versions: h5py.Group, name: str) -> None:
 def set_prev_version(version_group: h5py.Group, name: str) -> None:
     """Record ``name`` as the parent of a committed version."""
     version_group.attrs[layout.ATTR_PREV_VERSION] = name
+
+
+def set_merge_parents(version_group: h5py.Group, names: Sequence[str]) -> None:
+    """Record the parents of a merge after the first (none: the attribute goes)."""
+    attrs = version_group.attrs
+    if names:
+        attrs[layout.ATTR_MERGE_PARENTS] = np.array(list(names), dtype=h5py.string_dtype())
+    elif layout.ATTR_MERGE_PARENTS in attrs:
+        del attrs[layout.ATTR_MERGE_PARENTS]
 
 
 def link_object(group: h5py.Group, name: str, parent: h5py.Group, source_name: str) -> None:

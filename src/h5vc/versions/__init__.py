@@ -11,7 +11,7 @@ from h5vc.versions.commit import (
     commit_version,
     staged_chunk_map,
 )
-from h5vc.versions.log import VersionInfo, VersionLog
+from h5vc.versions.log import VersionInfo, VersionLog, log_entry
 from h5vc.versions.state import CACHED_CHUNK_MAPS, FileState, resolve_state
 from h5vc.versions.timestamps import format_timestamp, parse_timestamp
 
@@ -28,6 +28,7 @@ __all__ = [
     "commit_version",
     "dataset_chunks",
     "format_timestamp",
+    "log_entry",
     "object_address",
     "parse_timestamp",
     "resolve_state",

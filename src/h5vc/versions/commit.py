@@ -22,7 +22,7 @@ from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import create_virtual_dataset
-from h5vc.versions.log import VersionInfo
+from h5vc.versions.log import VersionInfo, log_entry
 from h5vc.versions.state import FileState
 from h5vc.versions.timestamps import format_timestamp, now
 
@@ -97,8 +97,11 @@ def commit_version(
     make_current: bool = True,
     message: str | None = None,
     author: str | None = None,
+    merge_parents: tuple[str, ...] = (),
 ) -> VersionInfo:
-    """Write ``root`` as the new version ``name``; all or nothing."""
+    """Write ``root`` as the new version ``name``; all or nothing.
+
+    ``merge_parents`` are the parents of a merge after ``prev_version``."""
     ts = now() if timestamp is None else timestamp
     state.upgrade_layout()
     group = state.versions.create_group(name)
@@ -109,6 +112,9 @@ def commit_version(
             layout.ATTR_TIMESTAMP: format_timestamp(ts),
             layout.ATTR_MESSAGE: message,
             layout.ATTR_AUTHOR: author,
+            layout.ATTR_MERGE_PARENTS: (
+                np.array(merge_parents, dtype=h5py.string_dtype()) if merge_parents else None
+            ),
         }
         tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
     except BaseException:
@@ -116,9 +122,9 @@ def commit_version(
         state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
         raise
     state.end_writes(used=_dataset_paths(root))
+    info = VersionInfo(name, prev_version, ts, message, author, tuple(merge_parents))
     if state.h5vc_layout:
-        timeindex.append_entry(state.version_data, ts, name)
-    info = VersionInfo(name, prev_version, ts, message, author)
+        timeindex.append_entry(state.version_data, ts, name, log_entry(info))
     state.log.add(info)
     if make_current:
         tree.set_current_version(state.versions, name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import h5py
 import numpy as np
@@ -13,7 +14,7 @@ from h5vc.errors import VersionNotFoundError
 from h5vc.store import layout, timeindex
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
-__all__ = ["VersionInfo", "VersionLog"]
+__all__ = ["VersionInfo", "VersionLog", "log_entry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,14 @@ class VersionInfo:
     timestamp: np.datetime64
     message: str | None = None
     author: str | None = None
+    #: Parents of a merge after the first (``prev_version``); empty otherwise.
+    merge_parents: tuple[str, ...] = ()
+
+    @property
+    def parents(self) -> tuple[str, ...]:
+        """Every parent, first parent first (empty for a root)."""
+        first = () if self.prev_version is None else (self.prev_version,)
+        return first + self.merge_parents
 
 
 class VersionLog:
@@ -39,23 +48,52 @@ class VersionLog:
         self._group = versions_group
         self._version_data = version_data
         self._infos: dict[str, VersionInfo] = {}
+        #: Names known to be committed whose metadata has not been read yet.
+        self._committed: set[str] = set()
         self._by_time: list[tuple[np.datetime64, str]] | None = None
 
     def reload(self) -> None:
         """Forget what was read; the next listing reads the file again."""
         self._infos = {}
+        self._committed = set()
         self._by_time = None
 
     def _load_all(self) -> list[tuple[np.datetime64, str]]:
         if self._by_time is None:
-            infos: dict[str, VersionInfo] = {}
-            for name in self._group:
-                info = self._read(name)
-                if info is not None:
-                    infos[name] = info
+            infos = self._from_index()
+            from_index = infos is not None
+            if infos is None:
+                infos = {}
+                for name in self._group:
+                    info = self._read(name)
+                    if info is not None:
+                        infos[name] = info
             self._infos = infos
-            self._by_time = sorted((info.timestamp, name) for name, info in infos.items())
+            # the index is in time order already; dicts keep insertion order
+            pairs = [(info.timestamp, name) for name, info in infos.items()]
+            self._by_time = pairs if from_index else sorted(pairs)
         return self._by_time
+
+    def _from_index(self) -> dict[str, VersionInfo] | None:
+        """Every version's metadata from the persisted index's log column (one read),
+        or None when the index is missing, stale or has no log column."""
+        if self._version_data is None or not self._index_usable():
+            return None
+        rows = timeindex.read_log(self._version_data)
+        if rows is None:
+            return None
+        infos = {}
+        for ts, name, entry in rows:
+            parents = entry.get("parents") or []
+            infos[name] = VersionInfo(
+                name,
+                parents[0] if parents else None,
+                ts,
+                entry.get("message"),
+                entry.get("author"),
+                tuple(parents[1:]),
+            )
+        return infos
 
     def _read(self, name: str) -> VersionInfo | None:
         """The metadata of ``name`` from the file, or None if it is not committed."""
@@ -72,21 +110,23 @@ class VersionLog:
             bisect.insort(self._by_time, (info.timestamp, info.name))
 
     def remove(self, name: str) -> None:
+        self._committed.discard(name)
         info = self._infos.pop(name, None)
         if info is not None and self._by_time is not None:
             self._by_time.remove((info.timestamp, name))
 
     def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is committed; reads at most its commit marker."""
         if not isinstance(name, str):
             return False
-        if name in self._infos:
+        if name in self._infos or name in self._committed:
             return True
-        if self._by_time is not None:
+        if self._by_time is not None or name == layout.FIRST_VERSION:
             return False
-        info = self._read(name)
-        if info is None:
+        group = self._group.get(name)
+        if not isinstance(group, h5py.Group) or not group.attrs.get(layout.ATTR_COMMITTED, False):
             return False
-        self._infos[name] = info
+        self._committed.add(name)
         return True
 
     def __len__(self) -> int:
@@ -97,9 +137,17 @@ class VersionLog:
         return [name for _, name in self._load_all()]
 
     def info(self, name: str) -> VersionInfo:
-        if name not in self:
-            raise VersionNotFoundError(f"Version {name!r} not found.")
-        return self._infos[name]
+        info = self._infos.get(name)
+        if info is None:
+            found = None if self._by_time is not None else self._read(name)
+            if found is None:
+                raise VersionNotFoundError(f"Version {name!r} not found.")
+            info = self._infos[name] = found
+        return info
+
+    def parents(self, name: str) -> tuple[str, ...]:
+        """The parents of ``name``, first parent first."""
+        return self.info(name).parents
 
     def ancestors(self, name: str) -> Iterator[str]:
         """``name``, its parent, grandparent, ... up to the first version."""
@@ -132,14 +180,21 @@ class VersionLog:
         return found
 
 
+def log_entry(info: VersionInfo) -> dict[str, Any]:
+    """The persisted index's log column entry of a version."""
+    return {"parents": list(info.parents), "message": info.message, "author": info.author}
+
+
 def _info_from_attrs(name: str, attrs: h5py.AttributeManager) -> VersionInfo:
     prev = attr_str(attrs.get(layout.ATTR_PREV_VERSION, layout.FIRST_VERSION))
     message = attrs.get(layout.ATTR_MESSAGE)
     author = attrs.get(layout.ATTR_AUTHOR)
+    merged = attrs.get(layout.ATTR_MERGE_PARENTS)
     return VersionInfo(
         name=name,
         prev_version=None if prev in ("", layout.FIRST_VERSION) else prev,
         timestamp=read_timestamp(attrs[layout.ATTR_TIMESTAMP]),
         message=None if message is None else attr_str(message),
         author=None if author is None else attr_str(author),
+        merge_parents=() if merged is None else tuple(attr_str(p) for p in np.atleast_1d(merged)),
     )

@@ -30,6 +30,7 @@ from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
 from h5vc.versions.log import VersionLog
+from h5vc.versions.refs import Refs
 from h5vc.versions.timestamps import attr_str, format_timestamp, now
 
 __all__ = ["CACHED_CHUNK_MAPS", "FileState", "resolve_state"]
@@ -72,6 +73,7 @@ class FileState:
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
         self.log = VersionLog(self.versions, self.version_data)
+        self.refs = Refs(self.versions)
         self._stores: dict[str, RawDataStore] = {}
         #: Stores written since the last commit (or abort), with what undoes the writes:
         #: a checkpoint, or for a store created meanwhile the topmost group created.
@@ -274,6 +276,7 @@ class FileState:
         """Drop every cache (after the file was rewritten underneath)."""
         self.drop_caches()
         self.log.reload()
+        self.refs.reload()
 
 
 #: The state of every versioned root in use, by (file number, root name, file mode).

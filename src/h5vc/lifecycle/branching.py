@@ -1,0 +1,232 @@
+"""Branches, tags and merges as methods of :class:`~h5vc.VersionedHDF5File`.
+
+The refs themselves live in the versions layer (:class:`h5vc.versions.refs.Refs`), the
+merge in :mod:`h5vc.lifecycle.merge`; this mixin resolves names and keeps branches
+and the current version consistent around them.
+
+Names given to ``vf[...]``, ``merge`` and the ref methods resolve in this order: a
+version, a tag, a branch.  A name that is more than one of them and does not mean
+one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from h5vc.errors import AmbiguousRefError, InvalidOptionError, RefNotFoundError
+from h5vc.lifecycle import merge as _merge
+from h5vc.store import layout
+from h5vc.versions import FileState, check_new_version_name
+from h5vc.versions.refs import BRANCH, TAG
+
+__all__ = ["RefsMixin"]
+
+
+def resolve_ref(state: FileState, name: str) -> str:
+    """The version ``name`` means: a version, a tag or a branch (in that order)."""
+    found: dict[str, str] = {}
+    if name in state.log:
+        found["version"] = name
+    for kind in (TAG, BRANCH):
+        target = state.refs.get(kind, name)
+        if target is not None:
+            found[kind] = target
+    if not found:
+        raise RefNotFoundError(f"{name!r} is no version, tag or branch.")
+    if len(set(found.values())) > 1:
+        meanings = ", ".join(f"{kind} -> {version!r}" for kind, version in found.items())
+        raise AmbiguousRefError(
+            f"{name!r} is ambiguous: it names a {' and a '.join(found)} ({meanings}). "
+            f"Use vf.branches[{name!r}] or vf.tags[{name!r}] to pick one."
+        )
+    return next(iter(found.values()))
+
+
+class RefsMixin:
+    """Branch, tag and merge methods; the class using it provides ``_open_state``."""
+
+    @property
+    def _open_state(self) -> FileState:  # provided by the class
+        raise NotImplementedError
+
+    def _check_writable(self, action: str) -> None:  # provided by the class
+        raise NotImplementedError
+
+    # -- names --------------------------------------------------------------------
+
+    def resolve(self, name: str) -> str:
+        """The committed version that ``name`` (version, tag or branch) points at."""
+        if not isinstance(name, str):
+            raise TypeError(f"Expected a version, tag or branch name. Got {name!r}.")
+        return resolve_ref(self._open_state, name)
+
+    @property
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head version."""
+        return self._open_state.refs.branches
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tag name -> version."""
+        return self._open_state.refs.tags
+
+    @property
+    def current_branch(self) -> str | None:
+        """The branch last committed to or switched to, while its head is the current
+        version; otherwise None."""
+        state = self._open_state
+        name = state.refs.current_branch
+        if name is None or state.refs.get(BRANCH, name) != state.current_version:
+            return None
+        return name
+
+    # -- branches -----------------------------------------------------------------
+
+    def _target(self, at: str | None) -> str:
+        state = self._open_state
+        if at is None:
+            if state.current_version == layout.FIRST_VERSION:
+                raise RefNotFoundError("The file has no versions yet: nothing to point at.")
+            return state.current_version
+        return self.resolve(at)
+
+    def _new_ref(self, kind: str, name: Any) -> str:
+        state = self._open_state
+        return state.refs.check_new_name(kind, name, lambda n: n in state.log)
+
+    def create_branch(self, name: str, at: str | None = None) -> str:
+        """Create branch ``name`` at ``at`` (a version, tag or branch; default: the
+        current version) and return its head.  Writes one attribute."""
+        self._check_writable(f"create branch {name!r}")
+        name = self._new_ref(BRANCH, name)
+        head = self._target(at)
+        self._open_state.refs.set(BRANCH, name, head)
+        return head
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name`` (not its versions); not the current branch."""
+        self._check_writable(f"delete branch {name!r}")
+        self._open_state.refs.delete(BRANCH, name)
+
+    def reset_branch(self, name: str, to: str) -> None:
+        """Point branch ``name`` at ``to`` (a version, tag or branch)."""
+        self._check_writable(f"reset branch {name!r}")
+        state = self._open_state
+        state.refs.require(BRANCH, name)
+        target = self.resolve(to)
+        was_current = self.current_branch == name
+        state.refs.set(BRANCH, name, target)
+        if was_current:
+            state.set_current_version(target)
+
+    def switch_branch(self, name: str) -> None:
+        """Make ``name`` the current branch and its head the current version."""
+        self._check_writable(f"switch to branch {name!r}")
+        state = self._open_state
+        head = state.refs.require(BRANCH, name)
+        state.set_current_version(head)
+        state.refs.set_current_branch(name)
+
+    # -- tags ---------------------------------------------------------------------
+
+    def create_tag(self, name: str, version: str | None = None) -> str:
+        """Tag ``version`` (a version, tag or branch; default: the current version) as
+        ``name`` and return the version.  Tags never move."""
+        self._check_writable(f"create tag {name!r}")
+        name = self._new_ref(TAG, name)
+        target = self._target(version)
+        self._open_state.refs.set(TAG, name, target)
+        return target
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name`` (not its version)."""
+        self._check_writable(f"delete tag {name!r}")
+        self._open_state.refs.delete(TAG, name)
+
+    # -- commits on branches ----------------------------------------------------------
+
+    def _branch_base(self, branch: str, prev_version: str | None) -> str:
+        """The version a commit on ``branch`` starts from."""
+        head = self._open_state.refs.require(BRANCH, branch)
+        if prev_version is not None and prev_version != head:
+            raise InvalidOptionError(
+                f"Expected prev_version to be omitted or the head of branch {branch!r} "
+                f"({head!r}). Got {prev_version!r}."
+            )
+        return head
+
+    def _after_branch_commit(self, branch: str, version: str, make_current: bool) -> None:
+        refs = self._open_state.refs
+        refs.set(BRANCH, branch, version)
+        if make_current:
+            refs.set_current_branch(branch)
+
+    # -- merges -------------------------------------------------------------------
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The nearest common ancestor of two versions (or refs), None if unrelated."""
+        state = self._open_state
+        return _merge.merge_base(state, self.resolve(a), self.resolve(b))
+
+    def merge(
+        self,
+        theirs: str,
+        into: str | None = None,
+        name: str | None = None,
+        message: str | None = None,
+        on_conflict: Any = "fail",
+        *,
+        author: str | None = None,
+        allow_unrelated: bool = False,
+        fast_forward: bool = True,
+    ) -> _merge.MergeResult:
+        """Three-way merge of ``theirs`` (a version, tag or branch) into branch ``into``.
+
+        ``into`` defaults to the current branch, or the current version when no branch
+        is current.  The merge commits version ``name`` (default: generated) with
+        parents (``into``'s head, ``theirs``) and moves ``into`` to it; when ``into``'s
+        head is an ancestor of ``theirs`` the branch is fast-forwarded instead (no new
+        version) unless ``fast_forward=False``.  ``on_conflict``: ``"fail"`` raises
+        :class:`~h5vc.errors.MergeConflictError` and writes nothing; ``"ours"`` or
+        ``"theirs"`` take that side; a callable ``f(conflict, base, ours, theirs)``
+        returns the merged values of each conflicting chunk region.
+        """
+        self._check_writable(f"merge {theirs!r}")
+        state = self._open_state
+        branch = into if into is not None else self.current_branch
+        ours = self._target(None) if branch is None else state.refs.require(BRANCH, branch)
+        their_version = self.resolve(theirs)
+        moves_current = ours == state.current_version
+        if name is None:
+            name = _merge_name(state, their_version, ours)
+        result = _merge.merge(
+            state,
+            ours,
+            their_version,
+            name,
+            message=message,
+            author=author,
+            on_conflict=on_conflict,
+            allow_unrelated=allow_unrelated,
+            fast_forward=fast_forward,
+            make_current=moves_current,
+            check_name=lambda n: _check_version_name(state, n),
+        )
+        if branch is not None:
+            state.refs.set(BRANCH, branch, result.version)
+        if moves_current and result.kind == "fast-forward":
+            state.set_current_version(result.version)
+        return result
+
+
+def _merge_name(state: FileState, theirs: str, ours: str) -> str:
+    base = f"merge {theirs} into {ours}"
+    name, n = base, 1
+    while name in state.log:
+        n += 1
+        name = f"{base} ({n})"
+    return name
+
+
+def _check_version_name(state: FileState, name: str) -> str:
+    return check_new_version_name(state, name)

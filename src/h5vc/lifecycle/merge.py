@@ -1,0 +1,435 @@
+"""Three-way merges of versions, decided from chunk maps.
+
+``merge(vf, theirs, into=...)`` finds the nearest common ancestor (the *base*) of the
+two versions and walks the three trees together.  An object that is the same HDF5
+object on two sides (h5vc hard-links unchanged objects) is settled without looking
+inside; a dataset changed on both sides is merged chunk by chunk from its chunk maps
+(:mod:`h5vc.lifecycle.merge_chunks`), reading only the chunks both sides changed.
+Nothing is written until every conflict is resolved; the merge is one commit with two
+parents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import (
+    InvalidOptionError,
+    MergeConflictError,
+    NothingToMergeError,
+    UnrelatedHistoriesError,
+)
+from h5vc.lifecycle.merge_chunks import merge_elements, plan_chunks, result_shape
+from h5vc.store import layout
+from h5vc.store.attributes import read_attributes
+from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.reading import read_fill, staged_array
+from h5vc.versions import (
+    DatasetCommit,
+    FileState,
+    GroupCommit,
+    Link,
+    commit_version,
+    resolve_state,
+)
+
+__all__ = ["Conflict", "MergeResult", "merge", "merge_base"]
+
+Resolver = Callable[["Conflict", np.ndarray, np.ndarray, np.ndarray], Any]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One thing both sides changed differently.
+
+    ``kind`` is ``"data"`` (elements of a dataset; a dataset added on both sides is
+    merged over an all-fill base), ``"shape"`` (resized differently on both sides),
+    ``"attribute"``, ``"deleted"`` (one side deleted what the other changed) or
+    ``"type"`` (a group on one side, a dataset on the other).  For ``"data"``: ``region`` is the chunk-aligned region
+    (clipped to the merged shape) and ``elements`` the number of conflicting elements
+    in it; for ``"attribute"``, ``attr`` names the attribute.
+    """
+
+    path: str
+    kind: str
+    region: tuple[slice, ...] | None = None
+    elements: int = 0
+    attr: str | None = None
+
+    def describe(self) -> str:
+        where = "/" + self.path
+        if self.kind == "data" and self.region is not None:
+            span = ", ".join(f"{s.start}:{s.stop}" for s in self.region)
+            return f"{where}[{span}]: {self.elements} element(s) changed differently on both sides"
+        if self.kind == "attribute":
+            return f"{where} attribute {self.attr!r}: changed differently on both sides"
+        return f"{where}: {self.kind} conflict"
+
+
+@dataclass
+class MergeResult:
+    """What a merge did: ``kind`` is ``"merge"`` (a new version), ``"fast-forward"``."""
+
+    kind: str
+    version: str
+    base: str | None
+    ours: str
+    theirs: str
+    #: Conflicts that were resolved by ``on_conflict`` ("ours", "theirs" or a callable).
+    conflicts: list[Conflict] = field(default_factory=list)
+    #: Chunks taken from theirs without reading data, and chunks merged element-wise.
+    chunks_taken: int = 0
+    chunks_merged: int = 0
+
+
+def parents(state: FileState, name: str) -> list[str]:
+    """The parents of a committed version, first parent first."""
+    return list(state.log.parents(name))
+
+
+def _ancestry(state: FileState, start: str) -> set[str]:
+    seen = {start}
+    todo = [start]
+    while todo:
+        for parent in parents(state, todo.pop()):
+            if parent not in seen and parent in state.log:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
+
+
+def merge_base(state: FileState, a: str, b: str) -> str | None:
+    """The nearest common ancestor of versions ``a`` and ``b`` (either may be it), or None.
+
+    Of several common ancestors the most recently committed one is taken: a version
+    is committed after its parents, so it is never an ancestor of another one.
+    """
+    common = _ancestry(state, a) & _ancestry(state, b)
+    if not common:
+        return None
+    return max(common, key=lambda name: (state.log.info(name).timestamp, name))
+
+
+class _Merger:
+    """Walks base, ours and theirs together and builds the commit of the merge."""
+
+    def __init__(
+        self,
+        state: FileState,
+        base: str | None,
+        ours: str,
+        theirs: str,
+        on_conflict: str | Resolver,
+    ):
+        self.state = state
+        self.names = (base, ours, theirs)
+        self.on_conflict = on_conflict
+        self.conflicts: list[Conflict] = []
+        self.taken = 0
+        self.merged = 0
+
+    def _group(self, version: str | None) -> h5py.Group | None:
+        return None if version is None else self.state.versions[version]
+
+    def run(self) -> GroupCommit:
+        base, ours, theirs = (self._group(v) for v in self.names)
+        assert ours is not None and theirs is not None
+        return self._merge_group("", base, ours, theirs, layout.VERSION_ATTRS)
+
+    # -- structure ----------------------------------------------------------------
+
+    def _conflict(self, conflict: Conflict) -> str:
+        """Record a conflict; return the side that wins ("ours" or "theirs")."""
+        self.conflicts.append(conflict)
+        return "theirs" if self.on_conflict == "theirs" else "ours"
+
+    def _merge_attrs(
+        self, path: str, objects: tuple[Any, Any, Any], hidden: frozenset[str]
+    ) -> dict[str, Any]:
+        base, ours, theirs = (
+            {} if obj is None else read_attributes(obj.attrs, hidden) for obj in objects
+        )
+        merged = dict(ours)
+        for key in sorted(set(base) | set(ours) | set(theirs)):
+            b, o, t = (side.get(key, _MISSING) for side in (base, ours, theirs))
+            if _same(o, t) or _same(t, b):
+                continue
+            if _same(o, b) or self._conflict(Conflict(path, "attribute", attr=key)) == "theirs":
+                if t is _MISSING:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = t
+        return merged
+
+    def _merge_group(
+        self,
+        path: str,
+        base: h5py.Group | None,
+        ours: h5py.Group,
+        theirs: h5py.Group,
+        hidden: frozenset[str] = frozenset(),
+    ) -> GroupCommit:
+        spec = GroupCommit(attrs=self._merge_attrs(path, (base, ours, theirs), hidden))
+        names = set(ours) | set(theirs) | (set(base) if base is not None else set())
+        for name in sorted(names):
+            child = self._merge_child(f"{path}{name}", name, base, ours, theirs)
+            if child is not None:
+                spec.children[name] = child
+        return spec
+
+    def _merge_child(
+        self, path: str, name: str, base: h5py.Group | None, ours: h5py.Group, theirs: h5py.Group
+    ) -> GroupCommit | DatasetCommit | Link | None:
+        b, o, t = (_info(group, name) for group in (base, ours, theirs))
+        if o == t or t == b:
+            return None if o is None else Link(ours, name)
+        if o == b:
+            return None if t is None else Link(theirs, name)
+        if o is None or t is None or o[0] != t[0]:
+            kind = "deleted" if o is None or t is None else "type"
+            side = self._conflict(Conflict(path, kind))
+            keep, group = (o, ours) if side == "ours" else (t, theirs)
+            return None if keep is None else Link(group, name)
+        base_obj = base[name] if base is not None and b is not None and b[0] == o[0] else None
+        if o[0] == h5py.h5o.TYPE_GROUP:
+            return self._merge_group(f"{path}/", base_obj, ours[name], theirs[name])
+        # a dataset added on both sides merges over an all-fill base
+        return self._merge_dataset(path, base_obj, ours[name], theirs[name], (ours, theirs))
+
+    # -- data ---------------------------------------------------------------------
+
+    def _merge_dataset(
+        self,
+        path: str,
+        base: h5py.Dataset | None,
+        ours: h5py.Dataset,
+        theirs: h5py.Dataset,
+        parents: tuple[h5py.Group, h5py.Group],
+    ) -> DatasetCommit | Link:
+        b_name, o_name, t_name = self.names
+        shape = result_shape(
+            None if base is None else tuple(base.shape), tuple(ours.shape), tuple(theirs.shape)
+        )
+        if shape is None:
+            side = self._conflict(Conflict(path, "shape"))
+            name = path.rpartition("/")[2]
+            return Link(parents[0] if side == "ours" else parents[1], name)
+        state = self.state
+        store = state.require_store(path, o_name)
+        o_map = state.chunk_map(o_name, path, ours)
+        t_map = state.chunk_map(t_name, path, theirs)
+        b_map = None if base is None or b_name is None else state.chunk_map(b_name, path, base)
+        plan = plan_chunks(
+            shape, o_map.chunks, None if b_map is None else b_map.slots, o_map.slots, t_map.slots
+        )
+        self.taken += plan.from_theirs
+        dtype = store.raw_data.dtype
+        fill = read_fill(dtype, store.fillvalue)
+        array = staged_array(ChunkMap(shape, o_map.chunks, plan.slots), store.raw_data, dtype, fill)
+        sides = (base, ours, theirs)
+        for coords in plan.both:
+            region = tuple(
+                slice(int(i) * c, min((int(i) + 1) * c, n))
+                for i, c, n in zip(coords, o_map.chunks, shape)
+            )
+            array[region] = self._merge_region(path, region, sides, fill)
+            self.merged += 1
+        attrs = self._merge_attrs(path, sides, layout.DATASET_ATTRS)
+        return DatasetCommit(
+            path=path,
+            array=array,
+            dtype=dtype,
+            chunks=o_map.chunks,
+            fillvalue=store.fillvalue,
+            attrs=attrs,
+        )
+
+    def _merge_region(
+        self,
+        path: str,
+        region: tuple[slice, ...],
+        sides: tuple[h5py.Dataset | None, h5py.Dataset, h5py.Dataset],
+        fill: Any,
+    ) -> np.ndarray:
+        """Read the three versions of one chunk and merge them element by element."""
+        values = [
+            _read_region(self.state, version, path, dataset, region, fill)
+            for version, dataset in zip(self.names, sides)
+        ]
+        merged, conflict = merge_elements(*values)
+        count = int(np.count_nonzero(conflict))
+        if not count:
+            return merged
+        record = Conflict(path, "data", region=region, elements=count)
+        side = self._conflict(record)
+        if callable(self.on_conflict):
+            resolved = np.asarray(self.on_conflict(record, *values))
+            if resolved.shape != merged.shape:
+                raise ValueError(
+                    f"Expected the conflict resolver to return an array of shape "
+                    f"{merged.shape} for {record.describe()}. Got shape {resolved.shape}."
+                )
+            return resolved
+        if side == "theirs":
+            merged[conflict] = values[2][conflict]
+        return merged
+
+
+_MISSING = object()
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is _MISSING or b is _MISSING:
+        return a is b
+    try:
+        return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _info(group: h5py.Group | None, name: str) -> tuple[int, int] | None:
+    """``(object type, address)`` of ``group[name]``, or None if absent."""
+    if group is None or name not in group:
+        return None
+    info = h5py.h5o.get_info(group.id, name.encode())
+    return int(info.type), int(info.addr)
+
+
+def _read_region(
+    state: FileState,
+    version: str | None,
+    path: str,
+    dataset: h5py.Dataset | None,
+    region: tuple[slice, ...],
+    fill: Any,
+) -> np.ndarray:
+    """``region`` of ``path`` in ``version``, with the fill value outside its shape."""
+    shape = tuple(s.stop - s.start for s in region)
+    dtype = np.dtype(object) if fill is not None and isinstance(fill, bytes) else None
+    if dataset is None or version is None:
+        return np.full(shape, fill, dtype=dtype)
+    store = state.require_store(path, version)
+    raw_dtype = store.raw_data.dtype
+    source = staged_array(state.chunk_map(version, path, dataset), store.raw_data, raw_dtype, fill)
+    out = np.full(shape, fill, dtype=raw_dtype if dtype is None else dtype)
+    inside = tuple(slice(s.start, min(s.stop, n)) for s, n in zip(region, dataset.shape))
+    if all(s.stop > s.start for s in inside):
+        out[tuple(slice(0, s.stop - s.start) for s in inside)] = source[inside]
+    return out
+
+
+def _check_on_conflict(on_conflict: Any) -> None:
+    if on_conflict not in ("fail", "ours", "theirs") and not callable(on_conflict):
+        raise InvalidOptionError(
+            f"Expected on_conflict='fail', 'ours', 'theirs' or a callable. Got {on_conflict!r}."
+        )
+
+
+def plan_merge(
+    state: FileState,
+    ours: str,
+    theirs: str,
+    *,
+    on_conflict: str | Resolver = "fail",
+    allow_unrelated: bool = False,
+) -> tuple[str | None, _Merger | None]:
+    """``(base, merger)`` for merging ``theirs`` into ``ours``; the merger is None for a
+    fast-forward.  Raises the merge's bad-input errors; writes nothing."""
+    _check_on_conflict(on_conflict)
+    if ours == theirs:
+        raise NothingToMergeError(f"Cannot merge version {theirs!r} into itself.")
+    base = merge_base(state, ours, theirs)
+    if base is None and not allow_unrelated:
+        raise UnrelatedHistoriesError(
+            f"Versions {ours!r} and {theirs!r} have no common ancestor; pass "
+            f"allow_unrelated=True to merge them over an empty base."
+        )
+    if base == theirs:
+        raise NothingToMergeError(
+            f"Version {theirs!r} is already an ancestor of {ours!r}: nothing to merge."
+        )
+    if base == ours:
+        return base, None
+    return base, _Merger(state, base, ours, theirs, on_conflict)
+
+
+def merge(
+    state: FileState,
+    ours: str,
+    theirs: str,
+    name: str,
+    *,
+    message: str | None = None,
+    author: str | None = None,
+    on_conflict: str | Resolver = "fail",
+    allow_unrelated: bool = False,
+    fast_forward: bool = True,
+    make_current: bool = True,
+    check_name: Callable[[str], str] | None = None,
+) -> MergeResult:
+    """Merge version ``theirs`` into version ``ours`` as the new version ``name``.
+
+    Returns a fast-forward result (nothing written) when ``ours`` is an ancestor of
+    ``theirs`` and ``fast_forward`` is set.  Refs are the caller's business.
+    """
+    base, merger = plan_merge(
+        state, ours, theirs, on_conflict=on_conflict, allow_unrelated=allow_unrelated
+    )
+    if merger is None and fast_forward:
+        return MergeResult("fast-forward", theirs, base, ours, theirs)
+    if check_name is not None:
+        name = check_name(name)
+    if merger is None:
+        merger = _Merger(state, base, ours, theirs, on_conflict)
+    root = merger.run()
+    unresolved = [
+        c
+        for c in merger.conflicts
+        if on_conflict == "fail" or (callable(on_conflict) and c.kind != "data")
+    ]
+    if unresolved:
+        state.undo_writes()
+        raise MergeConflictError(
+            f"Merging {theirs!r} into {ours!r} (base {base!r}): {len(unresolved)} "
+            f"conflict(s); nothing was written: "
+            + "; ".join(c.describe() for c in unresolved[:5])
+            + (" ..." if len(unresolved) > 5 else ""),
+            unresolved,
+        )
+    try:
+        commit_version(
+            state,
+            name,
+            ours,
+            root,
+            message=message,
+            author=author,
+            make_current=make_current,
+            merge_parents=(theirs,),
+        )
+    except BaseException:
+        state.undo_writes()
+        raise
+    return MergeResult(
+        "merge",
+        name,
+        base,
+        ours,
+        theirs,
+        conflicts=merger.conflicts,
+        chunks_taken=merger.taken,
+        chunks_merged=merger.merged,
+    )
+
+
+def chunk_slots(f: Any, version: str, path: str) -> np.ndarray:
+    """The ``raw_data`` slot of every chunk of dataset ``path`` in ``version``
+    (-1 for a chunk that is all fill value), flattened in C order."""
+    state = resolve_state(f)
+    dataset = state.versions[version][path]
+    return state.chunk_map(version, path, dataset).slots.ravel()

@@ -1,0 +1,149 @@
+"""Branches and tags: named pointers to committed versions.
+
+:class:`Refs` validates names and keeps the refs of one versioned root in memory;
+they are stored by :mod:`h5vc.store.refattrs` (one attribute each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import h5py
+
+from h5vc.errors import (
+    InvalidRefNameError,
+    RefExistsError,
+    RefInUseError,
+    RefNotFoundError,
+    TagImmutableError,
+)
+from h5vc.store import refattrs
+
+__all__ = ["BRANCH", "TAG", "Refs"]
+
+BRANCH = "branch"
+TAG = "tag"
+
+
+class Refs:
+    """The branches and tags of one versioned root, read once and kept in memory."""
+
+    def __init__(self, versions_group: h5py.Group):
+        self._group = versions_group
+        self._refs: dict[str, dict[str, str]] | None = None
+        self._current: str | None = None
+
+    def reload(self) -> None:
+        self._refs = None
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if self._refs is None:
+            self._refs, self._current = refattrs.read_refs(self._group)
+        return self._refs
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head version, sorted by name."""
+        return dict(sorted(self._load()[BRANCH].items()))
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tag name -> version, sorted by name."""
+        return dict(sorted(self._load()[TAG].items()))
+
+    def get(self, kind: str, name: str) -> str | None:
+        return self._load()[kind].get(name)
+
+    def require(self, kind: str, name: str) -> str:
+        found = self.get(kind, name)
+        if found is None:
+            known = ", ".join(sorted(self._load()[kind])) or "none"
+            raise RefNotFoundError(f"No {kind} named {name!r} (the {kind}s: {known}).")
+        return found
+
+    @property
+    def current_branch(self) -> str | None:
+        """The stored current branch (which may no longer point at the current version)."""
+        self._load()
+        return self._current
+
+    def naming(self, versions: set[str]) -> list[str]:
+        """``"branch NAME"`` / ``"tag NAME"`` for every ref pointing into ``versions``."""
+        found = []
+        for kind, refs in self._load().items():
+            found += [f"{kind} {n!r} -> {v!r}" for n, v in sorted(refs.items()) if v in versions]
+        return found
+
+    def naming_versions(self, versions: set[str]) -> set[str]:
+        """The versions of ``versions`` that some branch or tag points at."""
+        return {v for refs in self._load().values() for v in refs.values() if v in versions}
+
+    # -- writing ------------------------------------------------------------------
+
+    def check_new_name(self, kind: str, name: object, is_version: Callable[[str], bool]) -> str:
+        """``name`` if it can name a new branch or tag; else a specific error."""
+        if not isinstance(name, str):
+            raise InvalidRefNameError(
+                f"Expected a {kind} name as a str. Got {type(name).__name__} instead."
+            )
+        if not name.strip():
+            raise InvalidRefNameError(f"Expected a non-empty {kind} name. Got {name!r}.")
+        if "/" in name or name.startswith("__") or "\x00" in name:
+            raise InvalidRefNameError(
+                f"Expected a {kind} name without '/' or NUL that does not start with '__'. "
+                f"Got {name!r}."
+            )
+        refs = self._load()
+        if name in refs[kind]:
+            error = TagImmutableError if kind == TAG else RefExistsError
+            raise error(
+                f"A {kind} named {name!r} already exists (-> {refs[kind][name]!r})"
+                + ("; tags never move: delete it first." if kind == TAG else ".")
+            )
+        other = TAG if kind == BRANCH else BRANCH
+        if name in refs[other]:
+            raise InvalidRefNameError(
+                f"{name!r} is already a {other}; a {kind} of the same name would be ambiguous."
+            )
+        if is_version(name):
+            raise InvalidRefNameError(
+                f"{name!r} is the name of a version; a {kind} of the same name would be ambiguous."
+            )
+        return name
+
+    def set(self, kind: str, name: str, version: str) -> None:
+        refattrs.write_ref(self._group, kind, name, version)
+        self._load()[kind][name] = version
+
+    def delete(self, kind: str, name: str) -> None:
+        self.require(kind, name)
+        if kind == BRANCH and name == self.current_branch:
+            raise RefInUseError(
+                f"Cannot delete branch {name!r}: it is the current branch. Switch to another "
+                f"branch first."
+            )
+        refattrs.delete_ref(self._group, kind, name)
+        del self._load()[kind][name]
+
+    def set_current_branch(self, name: str | None) -> None:
+        self._load()
+        refattrs.set_current_branch(self._group, name)
+        self._current = name
+
+    def repoint(self, moved: dict[str, str | None]) -> None:
+        """After versions were deleted: move branches to ``moved[old]`` (a surviving
+        ancestor) and drop tags of deleted versions (and branches with no survivor)."""
+        for kind, refs in self._load().items():
+            for name, version in list(refs.items()):
+                if version not in moved:
+                    continue
+                target = moved[version]
+                if kind == BRANCH and target is not None:
+                    self.set(kind, name, target)
+                else:
+                    refattrs.delete_ref(self._group, kind, name)
+                    del refs[name]
+                    if name == self._current and kind == BRANCH:
+                        self.set_current_branch(None)
