@@ -192,3 +192,21 @@ def test_delete_versions_refuses_refs_unless_forced(path, vf):
     h5vc.delete_versions(vf, ["v1"], force=True)
     assert vf.tags == {} and vf.branches == {}
     assert vf["v3"]["x"][1] == 6
+
+
+@pytest.mark.parametrize(
+    "error, builtin",
+    [
+        (h5vc.RefNotFoundError, KeyError),
+        (h5vc.RefExistsError, ValueError),
+        (h5vc.InvalidRefNameError, ValueError),
+        (h5vc.AmbiguousRefError, ValueError),
+        (h5vc.TagImmutableError, ValueError),
+        (h5vc.RefInUseError, ValueError),
+        (h5vc.NothingToMergeError, ValueError),
+        (h5vc.UnrelatedHistoriesError, ValueError),
+        (h5vc.MergeConflictError, ValueError),
+    ],
+)
+def test_ref_and_merge_errors_are_h5vc_errors(error, builtin):
+    assert issubclass(error, h5vc.H5vcError) and issubclass(error, builtin)
