@@ -109,6 +109,7 @@ def merge_base(state: FileState, a: str, b: str) -> str | None:
     Of several common ancestors the most recently committed one is taken: a version
     is committed after its parents, so it is never an ancestor of another one.
     """
+    state.log.names()  # every version's parents in one read (the index's log column)
     common = _ancestry(state, a) & _ancestry(state, b)
     if not common:
         return None
