@@ -86,3 +86,8 @@ def test_help_everywhere(run, path):
     assert result.exit_code == 0
     assert result.output.startswith("Usage: ")
     assert len(result.output.splitlines()) > 3
+
+
+def test_version_flag(run):
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.startswith("h5vc ")

@@ -71,8 +71,8 @@ class _Group(click.Group):
 def cli() -> None:
     """Inspect and maintain versioned HDF5 files.
 
-    Every command takes the file first, e.g. ``h5vc log data.h5``; listing
-    commands print JSON with --json.  Run ``h5vc demo`` to make a file to try.
+    Commands take the versioned file first (h5vc log data.h5); listing commands
+    print JSON with --json.  Run "h5vc demo" to make a file to try them on.
     """
 
 
