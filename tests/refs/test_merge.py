@@ -289,3 +289,21 @@ def test_datasets_added_on_both_sides_merge_over_fill(vf):
         g.create_dataset("z", data=np.array([0, 0, 0, 4]), chunks=(2,))
     vf.merge("dev", name="m")
     assert list(vf["m"]["z"][:]) == [1, 0, 0, 4]
+
+
+def test_element_wise_merge_in_two_dimensions_at_the_edge(vf):
+    _branches(vf)
+    with vf.stage_version("m1", branch="main") as g:
+        g.create_dataset("z", data=np.zeros((5, 8)), chunks=(2, 3))
+    vf.create_branch("side", at="m1")
+    with vf.stage_version("m2", branch="main") as g:
+        g["z"][4, 6] = 1.0  # the corner chunk, partial on both axes
+        g["z"][0, 0] = 2.0
+    with vf.stage_version("s1", branch="side", make_current=False) as g:
+        g["z"][4, 7] = 3.0
+        g["z"][1, 1] = 4.0
+    result = vf.merge("side", name="m")
+    assert result.chunks_merged == 2
+    expected = np.zeros((5, 8))
+    expected[4, 6], expected[0, 0], expected[4, 7], expected[1, 1] = 1, 2, 3, 4
+    assert np.array_equal(vf["m"]["z"][:], expected)

@@ -309,18 +309,26 @@ def _read_region(
     region: tuple[slice, ...],
     fill: Any,
 ) -> np.ndarray:
-    """``region`` of ``path`` in ``version``, with the fill value outside its shape."""
+    """The chunk-aligned ``region`` of ``path`` in ``version``: one read of its chunk's
+    ``raw_data`` slot, with the fill value where the chunk is not stored or lies outside
+    that version's shape."""
     shape = tuple(s.stop - s.start for s in region)
-    dtype = np.dtype(object) if fill is not None and isinstance(fill, bytes) else None
     if dataset is None or version is None:
-        return np.full(shape, fill, dtype=dtype)
+        return np.full(shape, fill, dtype=object if isinstance(fill, bytes) else None)
     store = state.require_store(path, version)
-    raw_dtype = store.raw_data.dtype
-    source = staged_array(state.chunk_map(version, path, dataset), store.raw_data, raw_dtype, fill)
-    out = np.full(shape, fill, dtype=raw_dtype if dtype is None else dtype)
-    inside = tuple(slice(s.start, min(s.stop, n)) for s, n in zip(region, dataset.shape))
-    if all(s.stop > s.start for s in inside):
-        out[tuple(slice(0, s.stop - s.start) for s in inside)] = source[inside]
+    chunk_map = state.chunk_map(version, path, dataset)
+    raw = store.raw_data
+    out = np.full(shape, fill, dtype=raw.dtype if raw.dtype.kind != "O" else object)
+    coords = tuple(s.start // c for s, c in zip(region, chunk_map.chunks))
+    inside_grid = all(i < n for i, n in zip(coords, chunk_map.slots.shape))
+    slot = int(chunk_map.slots[coords]) if inside_grid else -1
+    if slot < 0:
+        return out
+    c0 = chunk_map.chunks[0]
+    kept = tuple(slice(0, max(0, min(s.stop, n) - s.start)) for s, n in zip(region, dataset.shape))
+    rows = raw[slot * c0 : slot * c0 + kept[0].stop]
+    within: tuple[slice, ...] = (slice(None), *kept[1:])
+    out[kept] = rows[within]
     return out
 
 
