@@ -23,6 +23,7 @@ from h5vc.cli._stats import disk_usage, version_tree
 from h5vc.errors import VersionNotFoundError
 from h5vc.lifecycle import format_log
 from h5vc.lifecycle.diff import VersionDiff
+from h5vc.lifecycle.history import log_blocks
 from h5vc.store import layout
 from h5vc.versions import VersionInfo, format_timestamp
 
@@ -134,12 +135,13 @@ def ref_labels(vf: VersionedHDF5File) -> dict[str, list[str]]:
     return labels
 
 
-def _block(info: VersionInfo, labels: dict[str, list[str]]) -> list[str]:
-    """One version's lines from ``format_log``, its refs after its name."""
-    lines = format_log([info]).splitlines()
-    if labels.get(info.name):
-        lines[0] += f" ({', '.join(labels[info.name])})"
-    return lines
+def _blocks(infos: list[VersionInfo], labels: dict[str, list[str]]) -> list[list[str]]:
+    """Each version's lines from ``log_blocks``, its refs after its name."""
+    blocks = log_blocks(infos)
+    for info, lines in zip(infos, blocks):
+        if labels.get(info.name):
+            lines[0] += f" ({', '.join(labels[info.name])})"
+    return blocks
 
 
 def render_log(
@@ -148,20 +150,19 @@ def render_log(
     graph: bool,
     labels: dict[str, list[str]] | None = None,
 ) -> str:
-    """The log text: one block per version (``format_log``), with the graph beside it."""
-    labels = labels or {}
+    """The log text: one block per version (``log_blocks``), with the graph beside it."""
     shown = entries[:max_count]
+    blocks = _blocks(shown, labels or {})
     if not graph:
-        return "\n\n".join("\n".join(_block(info, labels)) for info in shown)
+        return "\n\n".join("\n".join(lines) for lines in blocks)
     drawn = {info.name for info in entries}
     parents = {info.name: [p for p in parents_of(info) if p in drawn] for info in entries}
     lines: list[str] = []
     rows = graph_rows([info.name for info in entries], parents.__getitem__)
-    for info, (row, follow, connector) in zip(shown, rows):
+    for block, (row, follow, connector) in zip(blocks, rows):
         width = max(len(row), len(follow)) + 1
-        block = [*_block(info, labels), ""]
         lines.append(row.ljust(width) + block[0])
-        lines += [(follow.ljust(width) + line).rstrip() for line in block[1:]]
+        lines += [(follow.ljust(width) + line).rstrip() for line in [*block[1:], ""]]
         if connector:
             lines.append(connector)
     return "\n".join(lines).rstrip()

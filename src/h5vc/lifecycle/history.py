@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from h5vc.errors import VersionNotFoundError
 from h5vc.store import layout
-from h5vc.versions import VersionInfo, format_timestamp, resolve_state
+from h5vc.versions import VersionInfo, resolve_state
 
-__all__ = ["format_log", "log"]
+__all__ = ["format_log", "log", "log_blocks"]
 
 
 def log(f: Any, version: str | None = None) -> list[VersionInfo]:
@@ -28,21 +30,32 @@ def log(f: Any, version: str | None = None) -> list[VersionInfo]:
     return [state.log.info(name) for name in state.log.ancestors(start)]
 
 
-def format_log(entries: list[VersionInfo]) -> str:
-    """The log as text: one block per version, like ``git log``."""
+def log_blocks(entries: list[VersionInfo]) -> list[list[str]]:
+    """The lines of each version's block in the log, like ``git log``: name, parent(s),
+    author, date, message."""
+    if not entries:
+        return []
+    stamps = np.datetime_as_string(
+        np.array([info.timestamp for info in entries], dtype="datetime64[us]"), unit="us"
+    )
     blocks = []
-    for info in entries:
+    for info, stamp in zip(entries, stamps.tolist()):
         lines = [
             f"version {info.name}",
             f"Merge:  {' '.join(info.parents)}"
             if info.merge_parents
             else f"Parent: {info.prev_version or layout.FIRST_VERSION}",
-            f"Date:   {format_timestamp(info.timestamp)}",
+            f"Date:   {stamp.replace('T', ' ')}+0000",
         ]
         if info.author:
             lines.insert(2, f"Author: {info.author}")
         if info.message:
             lines.append("")
             lines.extend(f"    {line}" for line in info.message.splitlines())
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
+        blocks.append(lines)
+    return blocks
+
+
+def format_log(entries: list[VersionInfo]) -> str:
+    """The log as text: one block per version, like ``git log``."""
+    return "\n\n".join("\n".join(lines) for lines in log_blocks(entries))
