@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from h5vc.errors import (
     AmbiguousRefError,
     AncestorNotFoundError,
+    ArrayMismatchError,
     CorruptDataError,
     DatasetNotFoundError,
     H5vcError,
@@ -27,6 +28,7 @@ from h5vc.errors import (
     MergeConflictError,
     MergeError,
     MetadataMismatchError,
+    MissingDependencyError,
     NothingToMergeError,
     NotVersionedError,
     ReadOnlyError,
@@ -109,6 +111,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "AmbiguousRefError",
     "AncestorNotFoundError",
+    "ArrayMismatchError",
     "CorruptDataError",
     "DatasetNotFoundError",
     "H5vcError",
@@ -118,6 +121,7 @@ __all__ = [
     "MergeConflictError",
     "MergeError",
     "MetadataMismatchError",
+    "MissingDependencyError",
     "NotVersionedError",
     "NothingToMergeError",
     "ReadOnlyError",

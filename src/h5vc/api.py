@@ -278,13 +278,18 @@ class VersionedHDF5File(RefsMixin):
 
 
 @contextlib.contextmanager
-def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5File]:
+def open(path: Any, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5File]:
     """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
-    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).
+    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).  ``path`` may also be a
+    URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
+    options as ``storage_options={...}``) or a Python file-like object; both are
+    read-only (see :mod:`h5vc.remote`).
     """
-    file = h5py.File(path, mode, **kwargs)
+    from h5vc.remote import open_h5file
+
+    file, close = open_h5file(path, mode, **kwargs)
     try:
         vf = VersionedHDF5File(file)
         try:
@@ -292,4 +297,4 @@ def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5Fil
         finally:
             vf.close()
     finally:
-        file.close()
+        close()

@@ -38,6 +38,8 @@ __all__ = [
     "NothingToMergeError",
     "UnrelatedHistoriesError",
     "MergeConflictError",
+    "MissingDependencyError",
+    "ArrayMismatchError",
 ]
 
 
@@ -170,3 +172,11 @@ class MergeConflictError(MergeError):
     def __init__(self, message: str, conflicts: list | None = None):
         super().__init__(message)
         self.conflicts = list(conflicts or [])
+
+
+class MissingDependencyError(H5vcError, ImportError):
+    """An optional package a feature needs (fsspec, dask, xarray) is not installed."""
+
+
+class ArrayMismatchError(H5vcError, ValueError):
+    """An array's dtype or shape does not fit the dataset or region it is written to."""

@@ -22,14 +22,16 @@ SRC = Path(h5vc.__file__).resolve().parent
 #: Layers from the top down, as in docs/design.md; a package's name is its key.
 LAYERS: list[set[str]] = [
     {"h5vc.cli"},
+    {"h5vc.xarray"},
+    {"h5vc.dask"},
     {"h5vc"},  # the package's public names
     {"h5vc.api"},
     {"h5vc.lifecycle"},
     {"h5vc.wrappers"},
     {"h5vc.versions"},
-    {"h5vc.store", "h5vc.samples"},
+    {"h5vc.store", "h5vc.samples", "h5vc.filecache"},
     {"h5vc.staging"},
-    {"h5vc.hashing", "h5vc.chunking"},
+    {"h5vc.hashing", "h5vc.chunking", "h5vc.remote", "h5vc.blockwrite"},
     {"h5vc.errors"},
 ]
 

@@ -284,13 +284,17 @@ class CommittedDataset(_DatasetBase):
 
 
 def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:
-    """Reopen a committed dataset in another process (pickling, dask workers)."""
-    file = h5py.File(filename, "r")
-    state = FileState.shared(file[root])
-    dataset = open_committed_dataset(state, version, path, state.version_group(version)[path])
-    # The dataset keeps the file open by itself; drop the private caches so that
-    # nothing else does once the dataset is gone.
-    state.drop_caches()
+    """Reopen a committed dataset in another process (pickling, dask workers), read-only,
+    from the process's cache of open files (:mod:`h5vc.filecache`)."""
+    from h5vc.filecache import open_file
+
+    opened = open_file(filename, root)
+
+    def reopen() -> CommittedDataset:
+        state = FileState.shared(opened.root)
+        return open_committed_dataset(state, version, path, state.version_group(version)[path])
+
+    dataset: CommittedDataset = opened.memo(("h5vc.dataset", version, path), reopen)
     return dataset
 
 
@@ -352,6 +356,11 @@ class StagedDataset(_DatasetBase):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_writable()
+        if hasattr(value, "__dask_graph__"):  # a Dask array: written block by block
+            from h5vc.blockwrite import store
+
+            store(self, value, index)
+            return
         self._array[index] = coerce_value(value, self._dtype)
 
     def resize(self, size: int | tuple[int, ...], axis: int | None = None) -> None:

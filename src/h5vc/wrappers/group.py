@@ -363,6 +363,14 @@ class StagedGroup(_GroupBase):
     ) -> StagedDataset:
         """Create a dataset, with the arguments of ``h5py.Group.create_dataset``."""
         self._check_writable()
+        if hasattr(data, "__dask_graph__"):  # a Dask array: written block by block
+            from h5vc.blockwrite import create_dataset as create_from_dask
+
+            return create_from_dask(
+                self, name, data, shape=shape, dtype=dtype, chunks=chunks, fillvalue=fillvalue,
+                compression=compression, compression_opts=compression_opts, shuffle=shuffle,
+                fletcher32=fletcher32, scaleoffset=scaleoffset, maxshape=maxshape, **kwds,
+            )  # fmt: skip
         parent, leaf = self._parent_for(name, create=True)
         if parent is not self:
             return parent.create_dataset(

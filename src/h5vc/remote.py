@@ -1,0 +1,155 @@
+"""Opening versioned files that are not local paths: file-like objects and URLs.
+
+h5py reads HDF5 from any Python file-like object (``read``, ``seek``, ``tell``);
+URLs (``https://``, ``s3://``, ``gs://``, ...) are opened with fsspec, which fetches
+byte ranges on demand, so reading part of a version fetches the file's metadata and
+the chunks the read touches rather than the whole file. Both are read-only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable
+from typing import Any
+
+import h5py
+
+from h5vc.errors import MissingDependencyError, ReadOnlyError
+
+__all__ = ["DEFAULT_BLOCK_SIZE", "is_url", "open_h5file", "open_private"]
+
+#: Bytes fsspec fetches per request (and caches) when reading a URL. HDF5 reads its
+#: metadata in many small pieces near each other; a block this size serves most of
+#: them from one request without fetching much beyond the chunks a read touches.
+DEFAULT_BLOCK_SIZE = 64 * 1024
+
+
+class _LocalStream(io.FileIO):
+    """A local file read by h5py through Python: its repr is its path, which h5py
+    takes as the HDF5 file name (so ``file.filename`` is the path)."""
+
+    def __repr__(self) -> str:
+        return str(self.name)
+
+    def __del__(self) -> None:
+        # Closed when HDF5 lets go of it (the last object of the file is gone):
+        # that is the intended end of a forgotten cached handle, not a leak.
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class _NamedStream:
+    """A byte stream (fsspec's) whose repr is its URL, for the same reason."""
+
+    def __init__(self, stream: Any, name: str):
+        self._stream = stream
+        self.name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._stream, attr)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def open_private(
+    path: str, storage_options: dict[str, Any] | None = None
+) -> tuple[h5py.File, Callable[[], None]]:
+    """Open ``path`` (local or URL) read-only, apart from every other handle of it.
+
+    HDF5 shares one open file between all handles of a process that open the same
+    path: closing any of them closes the objects of all, and a file open read-only
+    cannot be opened for writing. A file read through a Python stream is a file of
+    its own to HDF5, so a cache of such handles neither blocks nor is closed by the
+    caller's own handles. ``file.filename`` is still ``path``. Returns the file and
+    a function that closes it and the stream.
+    """
+    if is_url(path):
+        stream: Any = _NamedStream(_open_url(path, dict(storage_options or {})), path)
+    else:
+        stream = _LocalStream(path, "r")
+    try:
+        file = h5py.File(stream, "r")
+    except BaseException:
+        stream.close()
+        raise
+
+    def close_both() -> None:
+        try:
+            if file.id.valid:
+                file.close()
+        finally:
+            stream.close()
+
+    return file, close_both
+
+
+def is_url(target: Any) -> bool:
+    """True for a string with a protocol other than ``file://``."""
+    return isinstance(target, str) and "://" in target and not target.startswith("file://")
+
+
+def _is_file_like(target: Any) -> bool:
+    return all(hasattr(target, name) for name in ("read", "seek", "tell"))
+
+
+def _refuse_write(what: str, mode: str) -> None:
+    if mode != "r":
+        raise ReadOnlyError(
+            f"Cannot open {what} with mode {mode!r}: files read through a URL or a "
+            f"file-like object are read-only. Open it with mode 'r' (nothing was written)."
+        )
+
+
+def _open_url(url: str, storage_options: dict[str, Any]) -> Any:
+    try:
+        import fsspec
+    except ImportError:
+        raise MissingDependencyError(
+            f"Reading {url!r} needs fsspec: pip install fsspec (and the package of the "
+            f"protocol, e.g. s3fs for s3://, aiohttp for https://), or "
+            f"pip install 'h5vc[remote]'."
+        ) from None
+    options = {"block_size": DEFAULT_BLOCK_SIZE, "cache_type": "blockcache", **storage_options}
+    return fsspec.open(url, "rb", **options).open()
+
+
+def open_h5file(
+    target: Any, mode: str = "r", *, storage_options: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[h5py.File, Callable[[], None]]:
+    """Open ``target`` (path, URL or file-like object) with h5py.
+
+    Returns the file and a function that closes it (and, for URLs, the byte stream
+    underneath). URLs and file-like objects open only with ``mode="r"``.
+    """
+    if is_url(target):
+        _refuse_write(repr(target), mode)
+        stream = _open_url(target, dict(storage_options or {}))
+        try:
+            file = h5py.File(stream, "r", **kwargs)
+        except BaseException:
+            stream.close()
+            raise
+
+        def close_both() -> None:
+            try:
+                file.close()
+            finally:
+                stream.close()
+
+        return file, close_both
+    if isinstance(target, str | os.PathLike):
+        if isinstance(target, str) and target.startswith("file://"):
+            target = target[len("file://") :]
+        file = h5py.File(target, mode, **kwargs)
+        return file, file.close
+    if _is_file_like(target):
+        _refuse_write(f"the file-like object {target!r}", mode)
+        file = h5py.File(target, "r", **kwargs)
+        return file, file.close
+    raise TypeError(
+        f"Expected a path, a URL or a file-like object (with read, seek and tell). "
+        f"Got {type(target).__name__} instead."
+    )
