@@ -10,7 +10,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import TIMES, expected_x
+from scale_helpers import TIMES, expected_x
 
 import h5vc
 import h5vc.dask as hd

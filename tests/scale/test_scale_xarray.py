@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import tomllib
 import xarray as xr
-from conftest import expected_x
+from scale_helpers import expected_x
 
 import h5vc
 import h5vc.filecache
