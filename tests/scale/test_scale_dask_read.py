@@ -36,6 +36,13 @@ def test_from_version_by_timestamp(versioned: pathlib.Path) -> None:
     np.testing.assert_array_equal(x[:20].compute(), expected_x("v2")[:20])
 
 
+def test_from_version_by_tag(versioned: pathlib.Path) -> None:
+    with h5vc.open(versioned, "r+") as vf:
+        vf.create_tag("release", "v2")
+    x = hd.from_version(versioned, "release", "grid/x")
+    np.testing.assert_array_equal(x.compute(), expected_x("v2"))
+
+
 def test_array_stays_pinned_when_versions_are_added(versioned: pathlib.Path) -> None:
     current = hd.from_version(versioned, None, "grid/x")
     with h5vc.open(versioned, "r+") as vf, vf.stage_version("v4") as g:
