@@ -21,6 +21,7 @@ __all__ = [
     "MetadataMismatchError",
     "CorruptDataError",
     "InvalidOptionError",
+    "NotSupportedError",
     "RecordFormatError",
     "SchemaMismatchError",
     "DataFileNotFoundError",
@@ -83,6 +84,10 @@ class CorruptDataError(H5vcError, OSError):
 
 class InvalidOptionError(H5vcError, ValueError):
     """An option (compression, backend code, ...) has a value outside the valid set."""
+
+
+class NotSupportedError(H5vcError, NotImplementedError):
+    """A valid HDF5 feature that versioned datasets do not support (scalar datasets)."""
 
 
 class RecordFormatError(H5vcError, ValueError):
