@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from h5vc.errors import InvalidVersionNameError, VersionNotFoundError
+from h5vc.errors import InvalidVersionNameError, UnknownVersionToDeleteError
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, move_slots
 from h5vc.versions import FileState, resolve_state
@@ -59,7 +59,8 @@ def delete_versions(f: Any, versions: str | Iterable[str]) -> None:
     and their slots reused by later commits.  Deleting every version leaves an
     empty versioned file.
 
-    Raises :class:`~h5vc.errors.VersionNotFoundError` for an unknown name and
+    Raises :class:`~h5vc.errors.UnknownVersionToDeleteError` (a ``KeyError`` and a
+    ``ValueError``) for an unknown name and
     :class:`~h5vc.errors.InvalidVersionNameError` (a ``ValueError``) for
     ``__first_version__``; nothing changes in either case.
     """
@@ -93,7 +94,7 @@ def _parse_names(state: FileState, versions: str | Iterable[str]) -> set[str]:
                 f"versioned file. Expected names of committed versions."
             )
         if name not in state.log:
-            raise VersionNotFoundError(
+            raise UnknownVersionToDeleteError(
                 f"Cannot delete version {name!r}: expected a committed version. Got a "
                 f"name that is not in {state.root.file.filename!r}."
             )
