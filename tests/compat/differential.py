@@ -253,13 +253,16 @@ def version_data_members(version_data: h5py.Group, versions: Sequence[str]) -> l
     """
     used: set[str] = set()
     for name in versions:
-        used.update(version_data["versions"][name].keys())
+        version = version_data["versions"][name]
+        version.visititems(
+            lambda path, obj: used.add(path) if isinstance(obj, h5py.Dataset) else None
+        )
     return sorted(
         key
         for key in version_data
         if key == "versions"
-        or key in used
         or not (isinstance(version_data[key], h5py.Group) and _is_store_tree(version_data[key]))
+        or any(path == key or path.startswith(key + "/") for path in used)
     )
 
 
@@ -269,6 +272,7 @@ def snapshot(ctx: Context, allow: frozenset[str] = frozenset()) -> dict[str, Any
     snap: dict[str, Any] = {
         "current_version": vf.current_version,
         "versions": sorted(versions),
+        "_version_data": version_data_members(ctx.f["_version_data"], versions),
     }
     for name in sorted(versions):
         version = vf[name]

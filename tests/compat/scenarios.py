@@ -11,6 +11,7 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+import hdf5plugin
 import numpy as np
 from differential import Context, Step
 
@@ -215,7 +216,10 @@ def _getitem_missing(g: Any) -> None:
 
 
 #: Scenarios where the library chooses chunks (see differential.GUESSED_CHUNKS).
-ALLOW = {"quickstart": ("guessed_chunks",)}
+ALLOW = {
+    "quickstart": ("guessed_chunks",),
+    "4_modify_metadata_rechunk_true": ("guessed_chunks",),
+}
 
 SCENARIOS: dict[str, list[Any]] = {
     # -- versioned-hdf5's documentation -----------------------------------------------
@@ -264,12 +268,13 @@ SCENARIOS: dict[str, list[Any]] = {
         delete("v2"),
         read(lambda ctx: ctx.vf["v3"].attrs["prev_version"]),
         delete(["v1"]),
+        delete("missing"),
         delete(["v3"]),
     ],
     "delete_current_version": [*base(), delete(["v2"]), delete("v1")],
     "modify_metadata_doc": [
         *base(),
-        modify("x", chunks=(8,), compression="gzip", compression_opts=4),
+        modify("x", chunks=(8,), compression="gzip", compression_opts=4, fillvalue=-1),
         read(lambda ctx: ctx.vf["v1"]["x"][:]),
         stage("v3", lambda g: g["x"].resize((25,)), timestamp=T(3)),
     ],
@@ -327,12 +332,23 @@ SCENARIOS: dict[str, list[Any]] = {
 
 
 def _modify_scenarios() -> dict[str, list[Any]]:
+    blosc = hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE)
     cases: dict[str, list[Any]] = {
+        "gzip_and_back": [modify("x", compression="gzip"), modify("x", compression=None)],
         "gzip_opts": [modify("x", compression="gzip", compression_opts=9)],
+        "compression_opts_only": [modify("x", compression_opts=2)],
+        "lzf": [modify("x", compression="lzf"), modify("x", compression=None)],
+        "blosc": [modify("x", **dict(blosc)), modify("x", compression=None)],
         "rechunk": [modify("x", chunks=(5,))],
+        "rechunk_true": [modify("x", chunks=True)],
         "rechunk_invalid_rank": [modify("x", chunks=(2, 2))],
         "rechunk_zero": [modify("x", chunks=(0,))],
         "dtype_float": [modify("x", dtype="f4")],
+        "dtype_and_fill": [modify("x", dtype="f8", fillvalue=0.5)],
+        "fill_value_rule": [modify("x", fillvalue=7)],
+        "shuffle": [modify("x", shuffle=True), modify("x", shuffle=False)],
+        "fletcher32": [modify("x", fletcher32=True)],
+        "scaleoffset": [modify("x", scaleoffset=0)],
         "missing_dataset": [modify("nope", chunks=(2,))],
         "nested_dataset": [modify("grp/y", chunks=(1, 5), compression="gzip")],
     }
@@ -347,3 +363,8 @@ def _modify_scenarios() -> dict[str, list[Any]]:
 
 
 SCENARIOS.update(_modify_scenarios())
+
+
+def as_steps(items: list[Any]) -> list[Step]:
+    """The scenario's items as :class:`Step` objects."""
+    return [item if isinstance(item, Step) else Step(item) for item in items]

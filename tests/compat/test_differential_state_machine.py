@@ -240,7 +240,14 @@ class Differential(RuleBasedStateMachine):
                 [
                     {"chunks": tuple(3 for _ in ds.shape)},
                     {"chunks": tuple(2 for _ in ds.shape)},
+                    {"fillvalue": 5},
+                    {"compression": "gzip"},
+                    {"compression": "gzip", "compression_opts": 1},
+                    {"compression": "lzf", "compression_opts": None, "shuffle": True},
+                    {"compression": None, "shuffle": False},
+                    {"fletcher32": True},
                     {"dtype": "f8"},
+                    {"dtype": "i8", "fillvalue": 2},
                 ]
             )
         )
@@ -265,7 +272,7 @@ class Differential(RuleBasedStateMachine):
 
 
 Differential.TestCase.settings = settings(
-    max_examples=200,
+    max_examples=100,
     stateful_step_count=6,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
