@@ -14,6 +14,7 @@ from h5vc import lifecycle
 from h5vc.errors import (
     AncestorNotFoundError,
     ClosedError,
+    InvalidOptionError,
     StageInProgressError,
     VersionNotFoundError,
 )
@@ -34,13 +35,20 @@ if TYPE_CHECKING:
 
 __all__ = ["VersionedHDF5File", "open"]
 
+#: Layouts a new file can be created in: h5vc's (default) and versioned-hdf5's.
+NEW_FILE_DATA_VERSIONS = frozenset({layout.DATA_VERSION_H5VC, layout.DATA_VERSION_COMPAT})
+
 
 class VersionedHDF5File(RefsMixin):
     """Every version of a tree of groups and datasets, kept in one HDF5 file.
 
     ``VersionedHDF5File(f)`` takes an open ``h5py.File`` or any ``h5py.Group``.
     A writable file without versioned data is initialized; a read-only one must
-    already be versioned.
+    already be versioned.  A new file gets h5vc's layout (``data_version`` 1001:
+    commits cost what changed, but versioned-hdf5 refuses the file); pass
+    ``data_version=4`` for versioned-hdf5's layout (one mapping per chunk), which
+    both libraries read and write, for teams that run versioned-hdf5 next to h5vc.
+    An existing file keeps its layout; asking for another one raises.
 
     >>> with vf.stage_version("v1") as g:          # doctest: +SKIP
     ...     g.create_dataset("x", data=np.arange(10))
@@ -48,13 +56,27 @@ class VersionedHDF5File(RefsMixin):
     array([0, 1, 2])
     """
 
-    def __init__(self, f: h5py.File | h5py.Group):
+    def __init__(self, f: h5py.File | h5py.Group, *, data_version: int | None = None):
         if not isinstance(f, h5py.Group):
             raise TypeError(
                 f"Expected an open h5py.File or h5py.Group. Got {type(f).__name__} instead."
             )
+        if data_version is not None and data_version not in NEW_FILE_DATA_VERSIONS:
+            raise InvalidOptionError(
+                f"Expected data_version={layout.DATA_VERSION_H5VC} (h5vc's layout) or "
+                f"{layout.DATA_VERSION_COMPAT} (versioned-hdf5's) for a new file. "
+                f"Got {data_version!r}."
+            )
         self._file = f
-        self._state: FileState | None = FileState.shared(f)
+        self._state: FileState | None = FileState.shared(f, data_version)
+        if data_version is not None and self._state.data_version != data_version:
+            found = self._state.data_version
+            self._state = None
+            raise InvalidOptionError(
+                f"Expected a file in data_version {data_version}. Got "
+                f"{f.file.filename!r}, already versioned with data_version {found}; an "
+                f"existing file keeps its layout."
+            )
         self._views = CommittedViews(self._state)
 
     # -- state --------------------------------------------------------------------
@@ -278,12 +300,15 @@ class VersionedHDF5File(RefsMixin):
 
 
 @contextlib.contextmanager
-def open(path: Any, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5File]:
+def open(
+    path: Any, mode: str = "r", *, data_version: int | None = None, **kwargs: Any
+) -> Iterator[VersionedHDF5File]:
     """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
-    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).  ``path`` may also be a
-    URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
+    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``); ``data_version`` is
+    the layout of a new file (see :class:`VersionedHDF5File`).  ``path`` may also be
+    a URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
     options as ``storage_options={...}``) or a Python file-like object; both are
     read-only (see :mod:`h5vc.remote`).
     """
@@ -291,7 +316,7 @@ def open(path: Any, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5Fil
 
     file, close = open_h5file(path, mode, **kwargs)
     try:
-        vf = VersionedHDF5File(file)
+        vf = VersionedHDF5File(file, data_version=data_version)
         try:
             yield vf
         finally:

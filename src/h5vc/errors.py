@@ -21,6 +21,9 @@ __all__ = [
     "MetadataMismatchError",
     "CorruptDataError",
     "InvalidOptionError",
+    "UnknownVersionToDeleteError",
+    "MissingOptionError",
+    "NotSupportedError",
     "RecordFormatError",
     "SchemaMismatchError",
     "DataFileNotFoundError",
@@ -52,6 +55,13 @@ class VersionNotFoundError(H5vcError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class UnknownVersionToDeleteError(VersionNotFoundError, ValueError):
+    """``delete_versions`` was given a name that is not a committed version.
+
+    Both a ``KeyError`` (as h5vc's other lookups) and a ``ValueError`` (as
+    versioned-hdf5's ``delete_versions`` raises)."""
 
 
 class AncestorNotFoundError(VersionNotFoundError, IndexError):
@@ -95,6 +105,14 @@ class CorruptDataError(H5vcError, OSError):
 
 class InvalidOptionError(H5vcError, ValueError):
     """An option (compression, backend code, ...) has a value outside the valid set."""
+
+
+class NotSupportedError(H5vcError, NotImplementedError):
+    """A valid HDF5 feature that versioned datasets do not support (scalar datasets)."""
+
+
+class MissingOptionError(H5vcError, TypeError):
+    """An option was given without the one it depends on (compression_opts, no compression)."""
 
 
 class RecordFormatError(H5vcError, ValueError):

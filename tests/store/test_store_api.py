@@ -295,8 +295,10 @@ def test_version_attrs_belong_to_their_version(vf: VersionedHDF5File) -> None:
         assert "author" not in g.attrs
     assert vf["v1"].attrs["author"] == "ann"
     assert "author" not in vf["v2"].attrs
-    # bookkeeping attributes are not user attributes
-    assert set(vf["v1"].attrs) == {"author"}
+    # versioned-hdf5's version attributes show next to the user's (as it shows them)
+    assert set(vf["v1"].attrs) == {"author", "prev_version", "committed", "timestamp"}
+    assert vf["v1"].attrs["prev_version"] == "__first_version__"
+    assert vf["v2"].attrs["prev_version"] == "v1"
 
 
 def test_delete_versions(history: VersionedHDF5File, h5file) -> None:

@@ -104,13 +104,18 @@ def test_delete_group_and_recreate_dataset(tree: VersionedHDF5File) -> None:
     assert_same_array(tree["v1"]["a/b/c"][()], np.arange(5))
 
 
-def test_setitem_existing_name_is_refused(tree: VersionedHDF5File) -> None:
+def test_setitem_existing_name_replaces_create_dataset_refuses(tree: VersionedHDF5File) -> None:
     with tree.stage_version("v2") as g:
-        with pytest.raises(ValueError):
-            g["top"] = np.arange(3)
+        g["top"].attrs["unit"] = "m"
+        with pytest.raises(ValueError, match="dtypes are not compatible"):
+            g["top"] = np.arange(3.0)
+        assert_same_array(g["top"][()], np.array([7, 8]))
+        g["top"] = np.arange(3, dtype=g["top"].dtype)  # versioned-hdf5's idiom: replace
         with pytest.raises(ValueError):
             g.create_dataset("a/d", data=np.arange(3))
-        assert_same_array(g["top"][()], np.array([7, 8]))
+    top = tree["v2"]["top"]
+    assert_same_array(top[()], np.arange(3, dtype=top.dtype))
+    assert top.attrs["unit"] == "m" and top.chunks == tree["v1"]["top"].chunks
 
 
 def test_missing_member(tree: VersionedHDF5File) -> None:

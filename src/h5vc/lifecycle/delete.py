@@ -36,7 +36,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from h5vc.errors import InvalidVersionNameError, RefInUseError, VersionNotFoundError
+from h5vc.errors import (
+    InvalidVersionNameError,
+    RefInUseError,
+    UnknownVersionToDeleteError,
+)
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, move_slots
 from h5vc.versions import FileState, log_entry, resolve_state
@@ -63,7 +67,8 @@ def delete_versions(f: Any, versions: str | Iterable[str], *, force: bool = Fals
     ``force=True``: its branches then move to the nearest surviving ancestor (and are
     deleted if there is none), its tags are deleted.
 
-    Raises :class:`~h5vc.errors.VersionNotFoundError` for an unknown name,
+    Raises :class:`~h5vc.errors.UnknownVersionToDeleteError` (a ``KeyError`` and a
+    ``ValueError``) for an unknown name,
     :class:`~h5vc.errors.InvalidVersionNameError` (a ``ValueError``) for
     ``__first_version__`` and :class:`~h5vc.errors.RefInUseError` for a version named
     by a ref without ``force``; nothing changes in any of these cases.
@@ -99,7 +104,7 @@ def _parse_names(state: FileState, versions: str | Iterable[str]) -> set[str]:
                 f"versioned file. Expected names of committed versions."
             )
         if name not in state.log:
-            raise VersionNotFoundError(
+            raise UnknownVersionToDeleteError(
                 f"Cannot delete version {name!r}: expected a committed version. Got a "
                 f"name that is not in {state.root.file.filename!r}."
             )

@@ -27,8 +27,13 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.chunking import parse_chunks
-from h5vc.errors import DatasetNotFoundError, InvalidOptionError, MetadataMismatchError
+from h5vc.chunking import guess_chunks, parse_chunks
+from h5vc.errors import (
+    DatasetNotFoundError,
+    InvalidOptionError,
+    MetadataMismatchError,
+    MissingOptionError,
+)
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap, grid_shape
 from h5vc.store.compact import COPY_BUDGET_BYTES, slot_windows
@@ -42,18 +47,35 @@ __all__ = ["modify_metadata"]
 SCRATCH = "__h5vc_rewrite__"
 
 
+class _Keep:
+    """Default of a filter keyword: keep the setting as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
 def modify_metadata(
     f: Any,
     dataset_name: str,
-    chunks: tuple[int, ...] | int | None = None,
-    compression: Any = None,
-    compression_opts: Any = None,
+    chunks: tuple[int, ...] | int | bool | None = None,
+    compression: Any = KEEP,
+    compression_opts: Any = KEEP,
     dtype: Any = None,
     fillvalue: Any = None,
+    *,
+    scaleoffset: Any = KEEP,
+    shuffle: Any = KEEP,
+    fletcher32: Any = KEEP,
 ) -> None:
     """Rewrite dataset ``dataset_name`` in every version with new storage settings.
 
-    ``None`` keeps a setting as it is.  Raises
+    ``chunks``, ``dtype`` and ``fillvalue`` left at ``None`` and filter keywords
+    left out keep a setting as it is; ``compression=None`` removes compression
+    (``chunks=True`` picks a chunk shape).  A new fill value also replaces stored
+    values equal to the old one, as versioned-hdf5 does.  Raises
     :class:`~h5vc.lifecycle.DatasetNotFoundError` (a ``KeyError``) if no version
     has the dataset, :class:`~h5vc.errors.InvalidOptionError` for a bad chunk
     shape or compression, and :class:`~h5vc.errors.MetadataMismatchError` if
@@ -72,7 +94,17 @@ def modify_metadata(
         )
     objects = list(found.values())
     old = _Settings.of(store, objects[0].open())
-    new = old.updated(path, chunks, compression, compression_opts, dtype, fillvalue)
+    if chunks is True:
+        shape = tuple(max(n) for n in zip(*(obj.chunk_map().shape for obj in objects)))
+        chunks = guess_chunks(shape, old.dtype)
+    filters = {
+        "compression": compression,
+        "compression_opts": compression_opts,
+        "scaleoffset": scaleoffset,
+        "shuffle": shuffle,
+        "fletcher32": fletcher32,
+    }
+    new = old.updated(path, chunks, filters, dtype, fillvalue)
     if new == old:
         return
     state.upgrade_layout()
@@ -104,21 +136,23 @@ class _Settings:
     def of(cls, store: RawDataStore, dataset: h5py.Dataset) -> _Settings:
         return cls(store.chunks, store.raw_data.dtype, dataset.fillvalue, store.filters())
 
+    def same_fill(self, other: _Settings) -> bool:
+        return self.dtype.kind == "O" or np.array_equal(
+            np.asarray(self.fill), np.asarray(other.fill), equal_nan=self.dtype.kind in "fc"
+        )
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _Settings):
             return NotImplemented
-        same_fill = self.dtype.kind == "O" or np.array_equal(
-            np.asarray(self.fill), np.asarray(other.fill), equal_nan=self.dtype.kind in "fc"
-        )
         return (
             self.chunks == other.chunks
             and self.dtype == other.dtype
-            and same_fill
+            and self.same_fill(other)
             and self.filters == other.filters
         )
 
     def updated(
-        self, path: str, chunks: Any, compression: Any, opts: Any, dtype: Any, fill: Any
+        self, path: str, chunks: Any, changes: dict[str, Any], dtype: Any, fill: Any
     ) -> _Settings:
         new_chunks = (
             self.chunks
@@ -128,15 +162,31 @@ class _Settings:
             )
         )
         new_dtype = self.dtype if dtype is None else _parse_dtype(path, dtype)
-        filters = dict(self.filters)
-        if compression is not None:
-            filters["compression"] = compression
-            filters.pop("compression_opts", None)
-        if opts is not None:
-            filters["compression_opts"] = opts
+        filters = _updated_filters(self.filters, changes)
         source_fill = self.fill if fill is None else fill
         new_fill = None if new_dtype.kind == "O" else _convert_fill(path, source_fill, new_dtype)
         return _Settings(new_chunks, new_dtype, new_fill, filters)
+
+
+def _updated_filters(filters: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """The filter keywords after ``changes`` (``KEEP``: as it is; None/False: removed)."""
+    result = dict(filters)
+    compression = changes["compression"]
+    if compression is not KEEP and compression != result.get("compression"):
+        result.pop("compression_opts", None)  # the options of another filter
+    for key, value in changes.items():
+        if value is KEEP:
+            continue
+        if value is None or value is False:
+            result.pop(key, None)
+        else:
+            result[key] = value
+    if "compression" not in result and "compression_opts" in result:
+        raise MissingOptionError(
+            f"Expected compression= with compression_opts={result['compression_opts']!r}: "
+            f"the dataset is not compressed. Got no compression method."
+        )
+    return result
 
 
 def _parse_dtype(path: str, dtype: Any) -> np.dtype:
@@ -183,13 +233,25 @@ def _convert(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if values.dtype.kind == "O" and dtype.kind == "S":
         back = converted.astype(object)
     nan = values.dtype.kind in "fc"
-    if not np.array_equal(back, values, equal_nan=nan):
-        bad = values.ravel()[np.flatnonzero(back.ravel() != values.ravel())[:3]]
+    outside = _out_of_range(values, dtype)
+    if not np.array_equal(back, values, equal_nan=nan) or outside.any():
+        wrong = (back.ravel() != values.ravel()) | outside.ravel()
+        bad = values.ravel()[np.flatnonzero(wrong)[:3]]
         raise MetadataMismatchError(
             f"Expected values that dtype {dtype} can hold exactly. Got values such as "
             f"{bad.tolist()} (dtype {values.dtype}) that it cannot."
         )
     return converted
+
+
+def _out_of_range(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Which integers do not fit an integer ``dtype`` (a round trip alone misses
+    wrap-around: 200 as uint8 -> -56 as int8 -> 200)."""
+    if values.dtype.kind not in "iu" or dtype.kind not in "iu":
+        return np.zeros(values.shape, dtype=bool)
+    info = np.iinfo(dtype)
+    wide = values.astype(object) if values.dtype.itemsize >= 8 else values.astype(np.int64)
+    return np.asarray((wide < info.min) | (wide > info.max), dtype=bool)
 
 
 def _create_store(scratch: h5py.Group, path: str, new: _Settings) -> RawDataStore:
@@ -220,7 +282,7 @@ def _rewrite(
     """Fill ``new_store``; return the new chunk map of each object."""
     maps = [obj.chunk_map() for obj in objects]
     if new.chunks == old.chunks:
-        slot_map = _convert_slots(old_store, new_store, maps, new)
+        slot_map = _convert_slots(old_store, new_store, maps, old, new)
         return [
             ChunkMap(m.shape, m.chunks, np.where(m.slots >= 0, slot_map[m.slots], -1)) for m in maps
         ]
@@ -245,6 +307,7 @@ def _convert_slots(
     old_store: RawDataStore,
     new_store: RawDataStore,
     maps: list[ChunkMap],
+    old: _Settings,
     new: _Settings,
 ) -> np.ndarray:
     """Convert every used slot once; return old slot -> new slot (-1: now fill)."""
@@ -262,7 +325,7 @@ def _convert_slots(
                 *tuple(slice(0, int(n)) for n in extents[slot][1:]),
             )
             chunk = window[region][: extents[slot][0]]
-            chunks.append(_convert(chunk, new.dtype))
+            chunks.append(_to_new(chunk, old, new))
         slot_map[batch] = new_store.store_chunks(chunks, fillvalue=new.fill)
     return slot_map
 
@@ -296,7 +359,7 @@ def _rechunk(
         if slot is not None:
             new_map.slots[coords] = slot
             continue
-        arrays.append(_convert(np.asarray(source[region]), new.dtype))
+        arrays.append(_to_new(np.asarray(source[region]), old, new))
         pending.append((key, coords))
         pending_bytes += arrays[-1].nbytes
         if pending_bytes >= COPY_BUDGET_BYTES:
@@ -304,6 +367,21 @@ def _rechunk(
             pending_bytes = 0
     _store_pending(new_store, new_map, pending, arrays, new, known)
     return new_map
+
+
+def _to_new(values: np.ndarray, old: _Settings, new: _Settings) -> np.ndarray:
+    """``values`` in the new dtype; values equal to the old fill take the new fill."""
+    converted = _convert(values, new.dtype)
+    if old.dtype.kind == "O" or new.dtype.kind == "O" or old.same_fill(new):
+        return converted
+    if old.dtype.kind in "fc" and np.isnan(old.fill):
+        refill = np.isnan(values)
+    else:
+        refill = values == old.fill
+    if refill.any():
+        converted = converted.copy() if converted is values else converted
+        converted[refill] = new.fill
+    return converted
 
 
 def _source_fill(old: _Settings, new: _Settings) -> Any:

@@ -4,9 +4,12 @@
 but builds that list by reading every version group's attributes: on a file
 with 10,000 versions the first ``vf[datetime]`` costs a read of 10,000 groups.
 This index keeps the sorted list in the file, so a lookup reads one int64
-array and one name::
+array and one name.  It sits next to ``_version_data``, not in it, because
+``_version_data`` holds only dataset stores and ``versions`` (the layout that
+versioned-hdf5 and scripts enumerate, where a dataset of the index's name would
+collide with it)::
 
-    _version_data/__version_index__/
+    <root>/_h5vc_version_index/
         timestamps     int64 microseconds since 1970 (UTC), sorted ascending
         names          variable-length UTF-8 names, in the same order
         log            variable-length UTF-8 JSON per version, in the same order:
@@ -15,6 +18,9 @@ array and one name::
 With the ``log`` column a log of every version is one read of three arrays instead of
 a read of every version group's attributes (files written before it have none and
 are scanned).
+
+Files written before the index moved keep it at ``_version_data/__version_index__``;
+it is read there and moved next to ``_version_data`` on the next write.
 
 The index only imports h5py and numpy, so the commit code can call
 :func:`append_entry` after writing the commit marker and
@@ -43,7 +49,9 @@ __all__ = [
     "write_index",
 ]
 
-INDEX_NAME = "__version_index__"
+INDEX_NAME = "_h5vc_version_index"
+#: Where earlier files keep the index (inside ``_version_data``).
+LEGACY_INDEX_NAME = "__version_index__"
 TIMESTAMPS = "timestamps"
 NAMES = "names"
 LOG = "log"
@@ -52,13 +60,32 @@ LogEntry = tuple[np.datetime64, str, dict]
 _UNIT = "datetime64[us]"
 
 
+def _index(version_data: h5py.Group) -> h5py.Group | None:
+    """The index group of ``version_data`` (next to it, or where earlier files keep it)."""
+    found = version_data.parent.get(INDEX_NAME)
+    if found is None:
+        found = version_data.get(LEGACY_INDEX_NAME)
+    return found if isinstance(found, h5py.Group) else None
+
+
+def _writable_index(version_data: h5py.Group) -> h5py.Group | None:
+    """The index group for a write, moved out of ``_version_data`` if it is still there."""
+    if LEGACY_INDEX_NAME in version_data:
+        version_data.move(
+            LEGACY_INDEX_NAME, f"{version_data.parent.name}/{INDEX_NAME}".replace("//", "/")
+        )
+    return _index(version_data)
+
+
 def has_index(version_data: h5py.Group) -> bool:
-    return INDEX_NAME in version_data
+    return _index(version_data) is not None
 
 
 def entry_count(version_data: h5py.Group) -> int:
     """Number of versions the index lists."""
-    return int(version_data[INDEX_NAME][TIMESTAMPS].shape[0])
+    group = _index(version_data)
+    assert group is not None
+    return int(group[TIMESTAMPS].shape[0])
 
 
 def _as_int(ts: np.datetime64) -> int:
@@ -73,9 +100,11 @@ def write_index(
     """(Re)write the whole index from ``(timestamp, name)`` pairs; with ``log``
     (name -> log entry for every name) the log column too."""
     ordered = sorted((_as_int(ts), name) for ts, name in entries)
-    if INDEX_NAME in version_data:
-        del version_data[INDEX_NAME]
-    group = version_data.create_group(INDEX_NAME)
+    root = version_data.parent
+    for where, name in ((version_data, LEGACY_INDEX_NAME), (root, INDEX_NAME)):
+        if name in where:
+            del where[name]
+    group = root.create_group(INDEX_NAME)
     stamps = np.array([ts for ts, _ in ordered], dtype=np.int64)
     names = np.array([name for _, name in ordered], dtype=object)
     group.create_dataset(TIMESTAMPS, data=stamps, maxshape=(None,), chunks=(4096,))
@@ -89,7 +118,7 @@ def write_index(
 def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
     """Every version's timestamp, name and log entry, sorted by time; None if the file
     has no index with a complete log column."""
-    group = version_data.get(INDEX_NAME)
+    group = _index(version_data)
     if group is None or LOG not in group:
         return None
     stamps = group[TIMESTAMPS][()].astype(_UNIT)
@@ -103,9 +132,9 @@ def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
 
 def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | None:
     """All ``(timestamp, name)`` pairs, sorted; None if the file has no index."""
-    if INDEX_NAME not in version_data:
+    group = _index(version_data)
+    if group is None:
         return None
-    group = version_data[INDEX_NAME]
     stamps = group[TIMESTAMPS][()].astype(_UNIT)
     names = group[NAMES].asstr()[()]
     return list(zip(stamps, names))
@@ -117,9 +146,9 @@ def append_entry(
     """Add one committed version (a plain append when it is the newest).
 
     The log column is kept only while every version has an entry in it."""
-    if INDEX_NAME not in version_data:
+    group = _writable_index(version_data)
+    if group is None:
         return
-    group = version_data[INDEX_NAME]
     stamps, names = group[TIMESTAMPS], group[NAMES]
     rows = group.get(LOG)
     n = stamps.shape[0]
@@ -157,7 +186,9 @@ def lookup(version_data: h5py.Group, ts: np.datetime64, exact: bool = False) -> 
 
     The file must have an index (:func:`has_index`).
     """
-    group = version_data[INDEX_NAME]
+    group = _index(version_data)
+    if group is None:
+        raise LookupError(f"{version_data.name!r} has no time index")
     stamps = group[TIMESTAMPS][()]
     value = _as_int(ts)
     i = int(np.searchsorted(stamps, value, side="right"))  # O(log n), sorted array

@@ -66,14 +66,22 @@ def dataset_chunks(dataset: h5py.Dataset) -> tuple[int, ...]:
     return tuple(int(c) for c in np.atleast_1d(chunks))
 
 
-def initialize(root: h5py.Group, timestamp: str) -> None:
-    """Create an empty versioned layout (no version yet) in the writable ``root``."""
+def initialize(
+    root: h5py.Group, timestamp: str, data_version: int = layout.DATA_VERSION_H5VC
+) -> None:
+    """Create an empty versioned layout (no version yet) in the writable ``root``.
+
+    ``data_version`` is h5vc's layout (the default) or versioned-hdf5's
+    (:data:`~h5vc.store.layout.DATA_VERSION_COMPAT`, one mapping per chunk, no
+    time index), which versioned-hdf5 reads and writes too.
+    """
     versions = root.create_group(f"{layout.VERSION_DATA}/{layout.VERSIONS}")
     first = versions.create_group(layout.FIRST_VERSION)
     first.attrs[layout.ATTR_TIMESTAMP] = timestamp
     versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
-    versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(layout.DATA_VERSION_H5VC)
-    timeindex.write_index(root[layout.VERSION_DATA], [], {})
+    versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(data_version)
+    if data_version in layout.H5VC_DATA_VERSIONS:
+        timeindex.write_index(root[layout.VERSION_DATA], [], {})
 
 
 def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:

@@ -49,19 +49,22 @@ class FileState:
     """
 
     @classmethod
-    def shared(cls, root: h5py.Group) -> FileState:
-        """The state of ``root``, shared with every other user of it in this process."""
+    def shared(cls, root: h5py.Group, data_version: int | None = None) -> FileState:
+        """The state of ``root``, shared with every other user of it in this process.
+
+        ``data_version`` is the layout of a root not versioned yet (default: h5vc's).
+        """
         key = (root.file.id.fileno, root.name or "/", root.file.mode)
         state = _SHARED_STATES.get(key)
         if state is None or not state.root.id.valid:
-            state = _SHARED_STATES[key] = cls(root)
+            state = _SHARED_STATES[key] = cls(root, data_version)
         return state
 
-    def __init__(self, root: h5py.Group):
+    def __init__(self, root: h5py.Group, data_version: int | None = None):
         self.root = root
         self.writable = root.file.mode == "r+"
         if layout.VERSION_DATA not in root and self.writable:
-            tree.initialize(root, format_timestamp(now()))
+            tree.initialize(root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC)
         self.version_data, self.versions = tree.open_layout(root)
         self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
         if self.data_version not in layout.READABLE_DATA_VERSIONS:

@@ -10,6 +10,7 @@ map and coalescing consecutive ``raw_data`` rows into single reads.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -363,20 +364,24 @@ class StagedDataset(_DatasetBase):
             return
         self._array[index] = coerce_value(value, self._dtype)
 
-    def resize(self, size: int | tuple[int, ...], axis: int | None = None) -> None:
-        """Resize like ``h5py.Dataset.resize``: grow or shrink any axis."""
+    def resize(self, size: Any, axis: int | None = None) -> None:
+        """Resize like ``h5py.Dataset.resize``: grow or shrink any axis.
+
+        ``size`` is an int (0-d arrays too) or a sequence of them; ``axis`` may be
+        negative.
+        """
         self._check_writable()
         if axis is not None:
-            if not isinstance(size, int | np.integer):
+            if np.ndim(size) != 0:
                 raise TypeError("Argument 'size' must be an int when 'axis' is given")
-            if not 0 <= axis < self.ndim:
+            if not -self.ndim <= axis < self.ndim:
                 raise ValueError(f"Invalid axis {axis} for a dataset of rank {self.ndim}")
             new_shape = list(self.shape)
-            new_shape[axis] = int(size)
+            new_shape[axis] = operator.index(np.asarray(size)[()])
+        elif np.ndim(size) == 0:
+            new_shape = [operator.index(np.asarray(size)[()])]
         else:
-            new_shape = (
-                [int(size)] if isinstance(size, int | np.integer) else [int(n) for n in size]
-            )
+            new_shape = [operator.index(np.asarray(n)[()]) for n in size]
         if len(new_shape) != self.ndim:
             raise TypeError(
                 f"New shape length ({len(new_shape)}) must match dataset rank ({self.ndim})"

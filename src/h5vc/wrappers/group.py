@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
 
@@ -9,7 +10,7 @@ import h5py
 import numpy as np
 
 from h5vc.chunking import guess_chunks, parse_chunks
-from h5vc.errors import ReadOnlyError
+from h5vc.errors import MetadataMismatchError, NotSupportedError, ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
@@ -34,6 +35,9 @@ Node = Union["StagedGroup", StagedDataset]
 WRITE_THROUGH_BYTES = 4 * 1024 * 1024
 #: Read-only views of committed objects kept per open handle.
 CACHED_VIEWS = 256
+#: Version attributes only h5vc writes (read them with ``version_info()``).
+H5VC_VERSION_ATTRS = frozenset({layout.ATTR_MESSAGE, layout.ATTR_AUTHOR})
+FILTER_KEYS = ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset")
 
 
 def _split(path: str) -> list[str]:
@@ -109,10 +113,18 @@ class _GroupBase(Mapping[str, Any]):
         except KeyError:
             return default
 
+    def _version_root_name(self) -> str | None:
+        """The HDF5 path of this version's group (``/_version_data/versions/<name>``)."""
+        return None
+
     def __contains__(self, path: object) -> bool:
         """Whether ``path`` names a member; like h5py, only the links are checked."""
         if not isinstance(path, str):
             return False
+        root = self._version_root_name()
+        if root is not None and (path + "/").startswith(root + "/"):
+            # An absolute HDF5 path inside this version (as versioned-hdf5 accepts).
+            return self._contains_absolute(path[len(root) :].strip("/"))
         parts = [p for p in path.split("/") if p]
         if not parts:
             return False
@@ -125,6 +137,25 @@ class _GroupBase(Mapping[str, Any]):
                 return False
             node = child
         return node._has_member(parts[-1])
+
+    def _contains_absolute(self, rest: str) -> bool:
+        """``rest`` (relative to the version root) is this group or a member below it."""
+        if rest == self._path:
+            return True
+        if self._path and not rest.startswith(self._path + "/"):
+            return self._outside_contains(rest)
+        return rest[len(self._path) :].strip("/") in self
+
+    def _outside_contains(self, rest: str) -> bool:
+        return False
+
+    def datasets(self) -> dict[str, Any]:
+        """Every dataset below this group, by path relative to it."""
+        found: dict[str, Any] = {}
+        self.visititems(
+            lambda name, obj: found.__setitem__(name, obj) if hasattr(obj, "dtype") else None
+        )
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys())
@@ -181,9 +212,17 @@ class CommittedGroup(_GroupBase):
         self._version = version
         self._group = group
         self._path = path
-        hidden = layout.VERSION_ATTRS if path == "" else frozenset()
+        # versioned-hdf5 shows prev_version, committed and timestamp on a version;
+        # h5vc's own message and author stay behind version_info().
+        hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
         self.attrs = CommittedAttributes(group.attrs, hidden, where)
+
+    def _version_root_name(self) -> str | None:
+        return f"{self._state.versions.name}/{self._version}"
+
+    def _outside_contains(self, rest: str) -> bool:
+        return rest in self._state.versions[self._version]
 
     @property
     def version_name(self) -> str:
@@ -254,6 +293,10 @@ class StagedGroup(_GroupBase):
         self._read_only_reason: str | None = None
 
     # -- reading ------------------------------------------------------------------
+
+    def _version_root_name(self) -> str | None:
+        staging = self._state.staging
+        return None if staging is None else f"{self._state.versions.name}/{staging}"
 
     def keys(self) -> list[str]:  # type: ignore[override]
         names = [] if self._base is None else [k for k in self._base if k not in self._deleted]
@@ -382,13 +425,13 @@ class StagedGroup(_GroupBase):
             raise ValueError(
                 f"Unable to create dataset {leaf!r} in {self.name!r} (name already exists)"
             )
+        _warn_ignored(maxshape=maxshape, **kwds)
         filters = {
             "compression": compression,
             "compression_opts": compression_opts,
             "shuffle": shuffle,
             "fletcher32": fletcher32,
             "scaleoffset": scaleoffset,
-            **kwds,
         }
         dataset = _new_dataset(
             self._state, _join(self._path, leaf), shape, dtype, data, chunks, fillvalue,
@@ -414,7 +457,37 @@ class StagedGroup(_GroupBase):
         return node
 
     def __setitem__(self, name: str, value: Any) -> None:
-        self.create_dataset(name, data=value)
+        """``group[name] = array``: a new dataset, or new contents for an existing one.
+
+        Like versioned-hdf5, an existing dataset is replaced wholesale (its shape may
+        change) and keeps its chunks, fill value, filters and attributes; its dtype
+        cannot change.
+        """
+        self._check_writable()
+        parent, leaf = self._parent_for(name, create=True)
+        old = parent.get(leaf)
+        if not isinstance(old, StagedDataset):
+            parent.create_dataset(leaf, data=value)
+            return
+        values = np.asarray(value, dtype=object if old.dtype.kind == "O" else None)
+        if values.ndim == 0:
+            raise NotSupportedError(
+                f"Scalar datasets are not implemented: cannot replace {old.name!r} with a "
+                f"0-d value."
+            )
+        if not _compatible_dtypes(values.dtype, old.dtype):
+            raise MetadataMismatchError(
+                f"Cannot replace dataset {old.name!r}: dtypes are not compatible "
+                f"({values.dtype} != {old.dtype}); write data of dtype {old.dtype}."
+            )
+        attrs = dict(old.attrs.items())
+        del parent[leaf]
+        new = parent.create_dataset(
+            leaf, data=values, dtype=old.dtype, chunks=old.chunks, fillvalue=old.fillvalue,
+            **{key: old._filter(key) for key in FILTER_KEYS},
+        )  # fmt: skip
+        for key, attr in attrs.items():
+            new.attrs[key] = attr
 
     def __delitem__(self, path: str) -> None:
         self._check_writable()
@@ -452,6 +525,26 @@ class StagedGroup(_GroupBase):
         self.attrs.read_only_reason = reason
         for node in self._loaded.values():
             node.close_staging(reason)
+
+
+def _compatible_dtypes(new: np.dtype, old: np.dtype) -> bool:
+    if old.kind == "O":  # variable-length strings take text of any kind
+        return new.kind in "OSU"
+    return new == old
+
+
+def _warn_ignored(**kwds: Any) -> None:
+    """Warn about create_dataset keywords versioned datasets ignore (as versioned-hdf5)."""
+    for key, value in kwds.items():
+        if value is None:
+            continue
+        if key == "maxshape" and isinstance(value, tuple) and set(value) == {None}:
+            continue
+        warnings.warn(
+            f"The {key} parameter is currently ignored for versioned datasets.",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 def _new_dataset(
@@ -523,9 +616,12 @@ def _new_dataset(
 def _parse_chunks(
     chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any
 ) -> tuple[int, ...]:
+    if not shape:
+        raise NotSupportedError(
+            "Scalar datasets are not implemented: versioned datasets are chunked, so they "
+            "need at least one dimension (store a shape (1,) dataset instead)."
+        )
     if chunks is None or chunks is True:
-        if not shape:
-            raise TypeError("Scalar datasets cannot be versioned: chunked storage needs a shape")
         return guess_chunks(shape, dtype, maxshape)
     if chunks is False:
         raise ValueError(
