@@ -22,6 +22,7 @@ from h5vc.versions import (
     FileState,
     VersionInfo,
     check_new_version_name,
+    check_timestamp_order,
     commit_version,
     parse_timestamp,
 )
@@ -210,6 +211,8 @@ class VersionedHDF5File:
         name = check_new_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
+        if ts is not None:
+            check_timestamp_order(state, name, base, ts)
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:
@@ -230,8 +233,9 @@ class VersionedHDF5File:
         finally:
             state.staging = None
             group.close_staging(
-                f"Version {name!r} is no longer being staged; open it with "
-                f"VersionedHDF5File[{name!r}] or stage a new version."
+                f"Version {name!r} is committed or abandoned and its staged group is "
+                f"closed: nothing can be written through it any more. Stage a new version "
+                f"to change the data."
             )
 
     def _resolve_prev(self, prev_version: str | None) -> str | None:

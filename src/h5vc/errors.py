@@ -28,6 +28,8 @@ __all__ = [
     "StageInProgressError",
     "InvalidVersionNameError",
     "ChunkDecodeError",
+    "UnsupportedDtypeError",
+    "TimestampOrderError",
 ]
 
 
@@ -111,3 +113,16 @@ class InvalidVersionNameError(H5vcError, ValueError):
 
 class ChunkDecodeError(H5vcError, ValueError):
     """A stored chunk's bytes are not a valid encoding of the expected array."""
+
+
+class UnsupportedDtypeError(H5vcError, TypeError):
+    """HDF5 has no type for this dtype (``datetime64``, ``timedelta64``, Python objects)."""
+
+
+class TimestampOrderError(InvalidTimestampError):
+    """A version's timestamp must be strictly later than its parent version's.
+
+    Versions are looked up by time along their history, so a timestamp earlier
+    than or equal to the parent's would make a lookup by time return the wrong
+    version.  The first version of a file (no parent) may carry any timestamp.
+    """

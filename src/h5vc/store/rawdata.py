@@ -19,7 +19,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import CorruptDataError, MetadataMismatchError
+from h5vc.errors import (
+    CorruptDataError,
+    InvalidOptionError,
+    MetadataMismatchError,
+    UnsupportedDtypeError,
+)
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -30,9 +35,48 @@ from h5vc.store.layout import (
     RAW_DATA,
 )
 
-__all__ = ["RawDataStore"]
+__all__ = ["RawDataStore", "check_storable"]
 
 _FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
+
+
+def check_storable(
+    path: str, dtype: np.dtype, chunks: tuple[int, ...], filters: dict[str, Any]
+) -> None:
+    """Raise unless HDF5 can store a dataset of ``dtype`` with ``filters``.
+
+    Checked when a dataset is staged, so a bad option is refused at once and never
+    reaches the commit: HDF5 stores numbers, booleans, fixed-length bytes, opaque
+    (``V``) and compound types of those, and (as ``object``) variable-length strings;
+    it has no type for ``datetime64``, ``timedelta64`` or arbitrary Python objects.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None:
+        raise UnsupportedDtypeError(
+            f"Cannot store dataset {path!r}: HDF5 has no type for dtype {dtype!r} "
+            f"(Python objects). Use h5py.string_dtype() for text."
+        )
+    if dtype.kind != "O":
+        try:
+            h5py.h5t.py_create(dtype, logical=True)
+        except TypeError:
+            hint = " Store it as int64 (e.g. values.view('i8'))." if dtype.kind in "mM" else ""
+            raise UnsupportedDtypeError(
+                f"Cannot store dataset {path!r}: HDF5 has no type for dtype {dtype!r}.{hint}"
+            ) from None
+    plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    try:
+        h5py.filters.fill_dcpl(
+            plist, (0, *chunks[1:]), dtype, tuple(chunks),
+            filters.get("compression"), filters.get("compression_opts"),
+            filters.get("shuffle"), filters.get("fletcher32"),
+            (None, *chunks[1:]), filters.get("scaleoffset"), None,
+        )  # fmt: skip
+    except (ValueError, TypeError) as error:
+        raise InvalidOptionError(
+            f"Cannot store dataset {path!r} with the filter options "
+            f"{ {k: v for k, v in filters.items()} }: {error}."
+        ) from None
 
 
 class RawDataStore:

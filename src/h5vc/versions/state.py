@@ -168,21 +168,43 @@ class FileState:
             if path not in self._written:
                 self._written[path] = (store, store.checkpoint())
             return store
-        parts = path.split("/")
-        depth = next(  # the topmost group created with the store, removed on undo
-            i for i in range(1, len(parts) + 1) if "/".join(parts[:i]) not in self.version_data
-        )
-        store = RawDataStore.create(
-            self.version_data,
-            path,
-            dtype=dtype,
-            chunks=chunks,
-            fillvalue=fillvalue,
-            filters=filters,
-        )
+        # What undo removes: the topmost group created with the store, or (when the
+        # group exists already, e.g. it held the stores of a replaced subgroup's
+        # datasets) the store's own raw_data and hash_table.
+        undo = self._new_store_undo(path)
+        try:
+            store = RawDataStore.create(
+                self.version_data,
+                path,
+                dtype=dtype,
+                chunks=chunks,
+                fillvalue=fillvalue,
+                filters=filters,
+            )
+        except BaseException:
+            self._remove_created(path, undo)
+            raise
         self._stores[path] = store
-        self._written[path] = (store, "/".join(parts[:depth]))
+        self._written[path] = (store, undo)
         return store
+
+    def _new_store_undo(self, path: str) -> str:
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            if "/".join(parts[:i]) not in self.version_data:
+                return "/".join(parts[:i])
+        return ""  # every group exists: remove the store's datasets only
+
+    def _remove_created(self, path: str, undo: str) -> None:
+        """Remove what creating the store of ``path`` added (``undo`` as above)."""
+        if undo:
+            if undo in self.version_data:
+                del self.version_data[undo]
+            return
+        group = self.version_data[path]
+        for name in (layout.RAW_DATA, layout.HASH_TABLE):
+            if name in group:
+                del group[name]
 
     def end_writes(self, used: set[str] | None = None) -> None:
         """The writes since the last call are committed: nothing to undo any more.
@@ -197,17 +219,19 @@ class FileState:
         for path, (_, undo) in written.items():
             if isinstance(undo, str) and path not in used:
                 self._stores.pop(path, None)
-                del self.version_data[path]
-                tree.remove_empty_parents(self.version_data, path, stop=undo)
+                if undo:
+                    del self.version_data[path]
+                    tree.remove_empty_parents(self.version_data, path, stop=undo)
+                else:
+                    self._remove_created(path, undo)
 
     def undo_writes(self) -> None:
         """Take back every chunk stored since the last commit (a stage was abandoned or
         its commit failed): stores created meanwhile are removed, the others cut back."""
         written, self._written = self._written, {}
-        for store, undo in reversed(written.values()):
+        for path, (store, undo) in reversed(written.items()):
             if isinstance(undo, str):
-                if undo in self.version_data:
-                    del self.version_data[undo]
+                self._remove_created(path, undo)
             else:
                 store.rollback(undo)
         self.drop_caches()

@@ -13,6 +13,7 @@ from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
@@ -272,6 +273,8 @@ class StagedGroup(_GroupBase):
         if self._base is None or name in self._deleted or name not in self._base:
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
         node = self._load(name)
+        if self._read_only_reason is not None:  # opened after the stage ended
+            node.close_staging(self._read_only_reason)
         self._loaded[name] = node
         return node
 
@@ -477,6 +480,7 @@ def _new_dataset(
     if data is not None and int(np.prod(data.shape)) != int(np.prod(shape)):
         raise ValueError(f"Shape tuple is incompatible with data: {shape} vs {data.shape}")
     chunks = _parse_chunks(chunks, shape, dtype, maxshape)
+    check_storable(path, dtype, chunks, filters)
     existing = state.store(path)
     if existing is not None:
         existing.check_compatible(path, dtype, chunks)
