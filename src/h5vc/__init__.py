@@ -42,6 +42,8 @@ if TYPE_CHECKING:
         log,
         modify_metadata,
         repack,
+        stats,
+        verify,
     )
 
 try:
@@ -63,6 +65,8 @@ _LAZY = {
             "log",
             "modify_metadata",
             "repack",
+            "stats",
+            "verify",
         )
     },
 }
@@ -123,4 +127,6 @@ __all__ = [
     "modify_metadata",
     "open",
     "repack",
+    "stats",
+    "verify",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from h5vc.errors import (
     VersionNotFoundError,
 )
 from h5vc.store import layout
+from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
     FileState,
     VersionInfo,
@@ -279,8 +281,14 @@ def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5Fil
     """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
-    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).
+    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).  A file created here
+    keeps track of its free space across closes (:data:`h5vc.store.space.FILE_SPACE_OPTIONS`),
+    so space released by ``delete_versions`` is reused by later commits.
     """
+    if mode == "a" and not os.path.exists(path):
+        mode = "w-"  # h5py sets file-creation properties only when told it creates
+    if mode in ("w", "w-", "x"):
+        kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close
     file = h5py.File(path, mode, **kwargs)
     try:
         vf = VersionedHDF5File(file)

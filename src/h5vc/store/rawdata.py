@@ -82,6 +82,11 @@ def check_storable(
 class RawDataStore:
     """``raw_data`` + ``hash_table`` of one dataset path, with an in-memory hash index."""
 
+    #: Compare a stored chunk with a new one of the same digest before sharing it, so
+    #: a chunk altered on disk is never shared by a new version (each slot once per
+    #: open store).  Set to False on the class or a store to skip the read.
+    check_reused: bool = True
+
     def __init__(self, group: h5py.Group):
         self.group = group
         self.raw_data: h5py.Dataset = group[RAW_DATA]
@@ -93,6 +98,8 @@ class RawDataStore:
             else tuple(self.raw_data.chunks)
         )
         self._index: dict[bytes, int] | None = None
+        #: Slots found to hold their digest's bytes since the index was loaded.
+        self.verified_slots: set[int] = set()
         self._n_slots: int | None = None
         self._fillvalue: Any = None
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
@@ -204,6 +211,7 @@ class RawDataStore:
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
         self._n_slots = None
         self._index = None
+        self.verified_slots = set()
 
     def replace_with(self, new: RawDataStore) -> None:
         """Move ``new``'s raw_data and hash_table in place of this store's."""
@@ -355,6 +363,7 @@ class RawDataStore:
         self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows)
         self._n_rows = n_rows
         self._index = None  # reloaded from the file on next use
+        self.verified_slots = set()
 
 
 class _BatchWriter:
@@ -394,6 +403,8 @@ class _BatchWriter:
         """
         index, pending = self.store.index, self.pending
         fill_digests = self._fill_digests(batch)
+        if self.store.check_reused and index:
+            self._drop_altered(batch, digests, fill_digests)
         next_slot = self.store.n_slots
         new: list[int] = []
         for i, digest in enumerate(digests):
@@ -422,6 +433,42 @@ class _BatchWriter:
             rows = (np.asarray(new)[:, None] * chunk_shape[0] + np.arange(chunk_shape[0])).ravel()
             data = stacked[rows[rows < len(stacked)]]
         self.store._append(data, len(new))
+
+    def _drop_altered(
+        self, batch: Sequence[np.ndarray], digests: list[bytes], fill_digests: set[bytes]
+    ) -> None:
+        """Forget index entries whose stored chunk no longer holds the bytes its digest
+        stands for, so the chunk is stored afresh instead of shared with altered data.
+
+        The stored chunk is compared with the new one (equal digests mean equal
+        bytes), in one read per run of consecutive slots.
+        """
+        index, verified = self.store.index, self.store.verified_slots
+        reused: dict[int, int] = {}
+        for i, digest in enumerate(digests):
+            slot = index.get(digest)
+            if slot is not None and digest not in fill_digests and slot not in verified:
+                reused.setdefault(slot, i)
+        if not reused:
+            return
+        c0 = self.store.chunks[0]
+        ordered = sorted(reused)
+        start = 0
+        for k in range(1, len(ordered) + 1):
+            if k < len(ordered) and ordered[k] == ordered[k - 1] + 1:
+                continue
+            first, last = ordered[start], ordered[k - 1]
+            stored = self.store.raw_data[first * c0 : (last + 1) * c0]
+            for slot in ordered[start:k]:
+                chunk = batch[reused[slot]]
+                rows = stored[(slot - first) * c0 : (slot - first) * c0 + chunk.shape[0]]
+                trim = [slice(None), *(slice(0, n) for n in chunk.shape[1:])]
+                region = rows[tuple(trim)]
+                if region.shape == chunk.shape and np.array_equal(region, chunk):
+                    verified.add(slot)
+                else:
+                    del index[digests[reused[slot]]]
+            start = k
 
     def finish(self) -> None:
         """Write the hash-table rows of the chunks written, then the row count."""
