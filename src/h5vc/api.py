@@ -19,6 +19,7 @@ from h5vc.errors import (
     VersionNotFoundError,
 )
 from h5vc.store import layout
+from h5vc.store.damage import damaged
 from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
     FileState,
@@ -289,7 +290,8 @@ def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5Fil
         mode = "w-"  # h5py sets file-creation properties only when told it creates
     if mode in ("w", "w-", "x"):
         kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close
-    file = h5py.File(path, mode, **kwargs)
+    with damaged(os.fspath(path), "The HDF5 file itself (superblock or root group)"):
+        file = h5py.File(path, mode, **kwargs)
     try:
         vf = VersionedHDF5File(file)
         try:

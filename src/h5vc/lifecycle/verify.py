@@ -386,12 +386,26 @@ def _check_store(
     return done + store.n_slots - len(slots)
 
 
-def _windows(store: RawDataStore, slots: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(slots, their raw rows)`` in windows of bounded size, read in slot order."""
+def _windows(
+    store: RawDataStore, slots: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """``(slots, their raw rows)`` in windows of bounded size, read in slot order; a
+    window HDF5 cannot read is read slot by slot, ``None`` for a slot that fails."""
     c0 = store.chunks[0]
-    for window_slots in slot_windows(store.raw_data, slots, c0):
+    raw_data = store.raw_data
+    for window_slots in slot_windows(raw_data, slots, c0):
         first, last = int(window_slots[0]), int(window_slots[-1])
-        yield window_slots, store.raw_data[first * c0 : (last + 1) * c0]
+        try:
+            yield window_slots, raw_data[first * c0 : (last + 1) * c0]
+            continue
+        except OSError:
+            pass
+        for slot in window_slots.tolist():
+            try:
+                data: np.ndarray | None = raw_data[slot * c0 : (slot + 1) * c0]
+            except OSError:
+                data = None
+            yield np.array([slot], dtype=np.int64), data
 
 
 class _SlotChecks:
@@ -409,15 +423,20 @@ class _SlotChecks:
         self.path, self.store, self.use, self.report = path, store, use, report
         self.digests, self.rows_used = digests, rows_used
         self.c0 = store.chunks[0]
+        self.unreadable: set[int] = set()
         self.offset = 0  # index into digests/rows_used of the window being hashed
 
     def hash_window(
-        self, item: tuple[np.ndarray, np.ndarray]
+        self, item: tuple[np.ndarray, np.ndarray | None]
     ) -> tuple[np.ndarray, list[tuple[bytes, ...]]]:
         window_slots, data = item
         first = int(window_slots[0])
         results: list[tuple[bytes, ...]] = []
         start = self.offset
+        if data is None:  # HDF5 could not decode the stored chunk
+            self.unreadable.add(first)
+            self.offset += 1
+            return window_slots, [()]
         for k, slot in enumerate(window_slots.tolist()):
             rows = int(self.rows_used[start + k])
             base = data[(slot - first) * self.c0 : (slot - first) * self.c0 + rows]
@@ -439,6 +458,17 @@ class _SlotChecks:
             if expected in found:
                 continue
             users = self.use.versions_of(slot) if self.use.used[slot] else None
+            if slot in self.unreadable:
+                self.report.problems.append(
+                    Problem(
+                        "chunk-digest",
+                        f"{self.store.raw_data.name} slot {slot}",
+                        "stored bytes cannot be read (HDF5 failed to decode the chunk)",
+                        users or (),
+                        (self.path,),
+                    )
+                )
+                continue
             if users is None and self.store.raw_data.ndim > 1:
                 self.report.unchecked_chunks += 1  # trimmed shape unknown
                 self.report.chunks -= 1

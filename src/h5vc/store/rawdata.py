@@ -26,6 +26,7 @@ from h5vc.errors import (
     UnsupportedDtypeError,
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
+from h5vc.store.damage import damaged
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -89,8 +90,16 @@ class RawDataStore:
 
     def __init__(self, group: h5py.Group):
         self.group = group
-        self.raw_data: h5py.Dataset = group[RAW_DATA]
-        self.hash_table: h5py.Dataset = group[HASH_TABLE]
+        found = {name: group.get(name) for name in (RAW_DATA, HASH_TABLE)}
+        for name, obj in found.items():
+            if not isinstance(obj, h5py.Dataset):
+                raise CorruptDataError(
+                    f"Expected a dataset {group.name}/{name} in {group.file.filename!r} "
+                    f"(a chunk store holds {RAW_DATA!r} and {HASH_TABLE!r}). Got "
+                    f"{'none' if obj is None else type(obj).__name__}."
+                )
+        self.raw_data: h5py.Dataset = found[RAW_DATA]
+        self.hash_table: h5py.Dataset = found[HASH_TABLE]
         chunks_attr = self.raw_data.attrs.get(ATTR_CHUNKS)
         self.chunks: tuple[int, ...] = (
             tuple(int(c) for c in chunks_attr)
@@ -173,7 +182,8 @@ class RawDataStore:
 
     def rows(self) -> np.ndarray:
         """The valid hash-table rows."""
-        return self.hash_table[: self._n_rows]
+        with damaged(self.filename, f"The hash table {self.hash_table.name}"):
+            return self.hash_table[: self._n_rows]
 
     def slot_digests(self) -> np.ndarray:
         """SHA-256 digest of the chunk in each slot, as ``V32`` scalars."""
@@ -250,7 +260,7 @@ class RawDataStore:
     def _load_index(self) -> dict[bytes, int]:
         if self._n_rows == 0:
             return {}
-        rows = self.hash_table[: self._n_rows]
+        rows = self.rows()
         c0 = self.chunks[0]
         starts = rows["shape"][:, 0]
         if starts.min() < 0 or starts.max() >= self.raw_data.shape[0] or np.any(starts % c0):

@@ -26,6 +26,7 @@ from h5vc.errors import (
 )
 from h5vc.store import layout, tree
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.damage import damaged
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
@@ -59,10 +60,11 @@ class FileState:
     def __init__(self, root: h5py.Group):
         self.root = root
         self.writable = root.file.mode == "r+"
-        if layout.VERSION_DATA not in root and self.writable:
-            tree.initialize(root, format_timestamp(now()))
-        self.version_data, self.versions = tree.open_layout(root)
-        self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
+        with damaged(str(root.file.filename), f"The versioned layout under {root.name!r}"):
+            if layout.VERSION_DATA not in root and self.writable:
+                tree.initialize(root, format_timestamp(now()))
+            self.version_data, self.versions = tree.open_layout(root)
+            self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -132,7 +134,8 @@ class FileState:
             return self.versions[layout.FIRST_VERSION]
         if name not in self.log:
             raise VersionNotFoundError(f"Version {name!r} not found.")
-        return self.versions[name]
+        with damaged(self.filename, f"Version group {self.versions.name}/{name}"):
+            return self.versions[name]
 
     def store(self, path: str) -> RawDataStore | None:
         """The chunk store of dataset ``path`` (relative to the version root), if any."""
@@ -140,9 +143,14 @@ class FileState:
         cached = self._stores.get(path)
         if cached is not None:
             return cached
-        if f"{path}/{layout.RAW_DATA}" not in self.version_data:
-            return None
-        store = RawDataStore(self.version_data[path])
+        where = f"The chunk store {self.version_data.name}/{path}"
+        with damaged(self.filename, where):
+            group = self.version_data.get(path)
+            if not isinstance(group, h5py.Group) or not (
+                layout.RAW_DATA in group or layout.HASH_TABLE in group
+            ):
+                return None
+            store = RawDataStore(group)
         self._stores[path] = store
         return store
 
@@ -259,7 +267,9 @@ class FileState:
             address = tree.object_address(dataset)
             cached = self._chunk_maps_by_address.get(address)
             if cached is None:
-                cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
+                where = f"Dataset {path!r} of version {version!r} ({dataset.name})"
+                with damaged(self.filename, where):
+                    cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
                 self._check_slots(version, path, cached)
                 self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached
