@@ -36,7 +36,9 @@ from h5vc.errors import (
     RefInUseError,
     RefNotFoundError,
     TagImmutableError,
+    TimestampOrderError,
     UnrelatedHistoriesError,
+    UnsupportedDtypeError,
     UnsupportedFormatError,
     VersionExistsError,
     VersionNotFoundError,
@@ -52,6 +54,8 @@ if TYPE_CHECKING:
         log,
         modify_metadata,
         repack,
+        stats,
+        verify,
     )
 
 try:
@@ -73,6 +77,8 @@ _LAZY = {
             "log",
             "modify_metadata",
             "repack",
+            "stats",
+            "verify",
         )
     },
 }
@@ -120,6 +126,8 @@ __all__ = [
     "InvalidTimestampError",
     "MergeConflictError",
     "MergeError",
+    "TimestampOrderError",
+    "UnsupportedDtypeError",
     "MetadataMismatchError",
     "MissingDependencyError",
     "NotVersionedError",
@@ -143,4 +151,6 @@ __all__ = [
     "modify_metadata",
     "open",
     "repack",
+    "stats",
+    "verify",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -20,10 +21,13 @@ from h5vc.errors import (
 )
 from h5vc.lifecycle.branching import RefsMixin
 from h5vc.store import layout
+from h5vc.store.damage import damaged
+from h5vc.store.space import FILE_SPACE_OPTIONS, settle
 from h5vc.versions import (
     FileState,
     VersionInfo,
     check_new_version_name,
+    check_timestamp_order,
     commit_version,
     parse_timestamp,
 )
@@ -188,7 +192,10 @@ class VersionedHDF5File(RefsMixin):
         if group is None:
             if name not in state.log:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
-            group = CommittedGroup(state, name, state.versions[name], views=self._views)
+            where = f"The version group {state.versions.name}/{name}"
+            with damaged(str(state.root.file.filename), where):
+                h5group = state.versions[name]
+            group = CommittedGroup(state, name, h5group, views=self._views)
             self._views[(name, "")] = group
         return group
 
@@ -237,6 +244,8 @@ class VersionedHDF5File(RefsMixin):
         name = check_new_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
+        if ts is not None:
+            check_timestamp_order(state, name, base, ts)
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:
@@ -259,8 +268,9 @@ class VersionedHDF5File(RefsMixin):
         finally:
             state.staging = None
             group.close_staging(
-                f"Version {name!r} is no longer being staged; open it with "
-                f"VersionedHDF5File[{name!r}] or stage a new version."
+                f"Version {name!r} is committed or abandoned and its staged group is "
+                f"closed: nothing can be written through it any more. Stage a new version "
+                f"to change the data."
             )
 
     def _resolve_prev(self, prev_version: str | None) -> str | None:
@@ -307,14 +317,23 @@ def open(
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
     (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``); ``data_version`` is
-    the layout of a new file (see :class:`VersionedHDF5File`).  ``path`` may also be
-    a URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
+    the layout of a new file (see :class:`VersionedHDF5File`).  A file created here
+    keeps track of its free space across closes (:data:`h5vc.store.space.FILE_SPACE_OPTIONS`),
+    so space released by ``delete_versions`` is reused by later commits.  ``path`` may
+    also be a URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
     options as ``storage_options={...}``) or a Python file-like object; both are
     read-only (see :mod:`h5vc.remote`).
     """
-    from h5vc.remote import open_h5file
+    from h5vc.remote import is_url, open_h5file
 
-    file, close = open_h5file(path, mode, **kwargs)
+    local = isinstance(path, str | os.PathLike) and not is_url(path)
+    if local and mode == "a" and not os.path.exists(path):
+        mode = "w-"  # h5py sets file-creation properties only when told it creates
+    if local and mode in ("w", "w-", "x"):
+        kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close
+    where = os.fspath(path) if local else repr(path)
+    with damaged(where, "The HDF5 file itself (superblock or root group)"):
+        file, close = open_h5file(path, mode, **kwargs)
     try:
         vf = VersionedHDF5File(file, data_version=data_version)
         try:
@@ -323,3 +342,5 @@ def open(
             vf.close()
     finally:
         close()
+    if local and mode != "r":
+        settle(os.fspath(path))  # a later session that writes nothing changes no byte

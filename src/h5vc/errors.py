@@ -43,6 +43,8 @@ __all__ = [
     "MergeConflictError",
     "MissingDependencyError",
     "ArrayMismatchError",
+    "UnsupportedDtypeError",
+    "TimestampOrderError",
 ]
 
 
@@ -198,3 +200,16 @@ class MissingDependencyError(H5vcError, ImportError):
 
 class ArrayMismatchError(H5vcError, ValueError):
     """An array's dtype or shape does not fit the dataset or region it is written to."""
+
+
+class UnsupportedDtypeError(H5vcError, TypeError):
+    """HDF5 has no type for this dtype (``datetime64``, ``timedelta64``, Python objects)."""
+
+
+class TimestampOrderError(InvalidTimestampError):
+    """A version's timestamp must be strictly later than its parent version's.
+
+    Versions are looked up by time along their history, so a timestamp earlier
+    than or equal to the parent's would make a lookup by time return the wrong
+    version.  The first version of a file (no parent) may carry any timestamp.
+    """

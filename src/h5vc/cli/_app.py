@@ -19,6 +19,7 @@ import h5vc
 from h5vc.api import VersionedHDF5File
 from h5vc.errors import H5vcError, NotVersionedError
 from h5vc.store import layout
+from h5vc.store.space import settle
 
 __all__ = [
     "CliError",
@@ -191,6 +192,8 @@ def open_versioned(path: str, mode: str = "r") -> Iterator[VersionedHDF5File]:
             yield vf
         finally:
             vf.close()
+    if mode != "r":
+        settle(path)  # a later refused command changes no byte of the file
 
 
 def main(argv: Sequence[str] | None = None) -> int:

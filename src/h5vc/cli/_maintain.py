@@ -39,10 +39,11 @@ def delete(file: str, versions: tuple[str, ...], force: bool) -> None:
     A branch head or tagged version is refused unless --force: its branches then move
     to the nearest surviving ancestor and its tags are deleted.
     """
-    with open_versioned(file, "r+") as vf:
+    with open_versioned(file) as vf:  # checked read-only: a refused call writes nothing
         missing = [name for name in versions if name not in vf]
-        if missing:
-            raise CliError(f"no such version(s): {', '.join(missing)}; nothing deleted")
+    if missing:
+        raise CliError(f"no such version(s): {', '.join(missing)}; nothing deleted")
+    with open_versioned(file, "r+") as vf:
         with progress(f"Deleting {len(versions)} version(s)"):
             h5vc.delete_versions(vf, list(versions), force=force)
         left = len(vf)

@@ -10,11 +10,15 @@ from h5vc.lifecycle.diff import DatasetChange, VersionDiff, diff, get_diff
 from h5vc.lifecycle.history import format_log, log
 from h5vc.lifecycle.metadata import modify_metadata
 from h5vc.lifecycle.repack import repack
+from h5vc.lifecycle.stats import stats
+from h5vc.lifecycle.verify import Problem, VerifyReport, verify
 
 __all__ = [
     "DatasetChange",
     "DatasetNotFoundError",
+    "Problem",
     "VersionDiff",
+    "VerifyReport",
     "delete_version",
     "delete_versions",
     "diff",
@@ -23,4 +27,6 @@ __all__ = [
     "log",
     "modify_metadata",
     "repack",
+    "stats",
+    "verify",
 ]

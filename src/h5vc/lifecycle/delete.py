@@ -36,13 +36,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from h5vc.errors import (
     InvalidVersionNameError,
     RefInUseError,
     UnknownVersionToDeleteError,
 )
 from h5vc.store import layout, timeindex, tree
-from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, move_slots
+from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, erase_slots, move_slots
 from h5vc.versions import FileState, log_entry, resolve_state
 
 __all__ = ["COPY_BUDGET_BYTES", "delete_version", "delete_versions", "move_slots"]
@@ -53,7 +55,9 @@ def delete_version(f: Any, version: str) -> None:
     delete_versions(f, [version])
 
 
-def delete_versions(f: Any, versions: str | Iterable[str], *, force: bool = False) -> None:
+def delete_versions(
+    f: Any, versions: str | Iterable[str], *, force: bool = False, erase: bool = False
+) -> None:
     """Delete ``versions`` (a name or names) from the versioned file ``f``.
 
     ``f`` is a :class:`~h5vc.VersionedHDF5File` or the h5py file/group holding
@@ -66,6 +70,10 @@ def delete_versions(f: Any, versions: str | Iterable[str], *, force: bool = Fals
     A version that is the head of a branch or carries a tag is deleted only with
     ``force=True``: its branches then move to the nearest surviving ancestor (and are
     deleted if there is none), its tags are deleted.
+
+    The released chunks' bytes stay in the file (as free space) until reused or
+    the file is repacked; with ``erase=True`` they are overwritten with zeros in
+    place first, which costs one write of the released chunks.
 
     Raises :class:`~h5vc.errors.UnknownVersionToDeleteError` (a ``KeyError`` and a
     ``ValueError``) for an unknown name,
@@ -87,7 +95,7 @@ def delete_versions(f: Any, versions: str | Iterable[str], *, force: bool = Fals
             del state.versions[name]
         timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
         state.root.file.flush()
-        _release_chunks(state, survivors)
+        _release_chunks(state, survivors, erase=erase)
     finally:
         state.forget()  # chunks moved: cached hash indexes and chunk maps are stale
     state.root.file.flush()
@@ -172,13 +180,16 @@ def _repoint_merge_parents(
     return kept
 
 
-def _release_chunks(state: FileState, survivors: list[str]) -> None:
+def _release_chunks(state: FileState, survivors: list[str], *, erase: bool = False) -> None:
     datasets = tree.collect_datasets(state.versions, survivors)
     # Deepest paths first, so that a store group emptied here can be removed.
     for path in sorted(tree.store_paths(state.version_data), key=lambda p: -p.count("/")):
         objects = datasets.get(path)
         store = state.store(path)
         if objects and store is not None:
-            compact_store(store, list(objects.values()), merge=state.h5vc_layout)
+            compact_store(store, list(objects.values()), merge=state.h5vc_layout, erase=erase)
         else:
+            if erase and store is not None:
+                slots = np.arange(store.raw_data.shape[0] // store.chunks[0])
+                erase_slots(store.raw_data, slots, store.chunks[0])
             tree.drop_store(state.version_data, path)

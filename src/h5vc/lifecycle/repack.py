@@ -17,6 +17,7 @@ import h5py
 
 from h5vc.errors import NotVersionedError
 from h5vc.store import layout
+from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.store.tree import copy_attrs
 
 __all__ = ["repack"]
@@ -40,7 +41,7 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                 f"root. Got {os.fspath(src)!r}, which has none."
             )
         try:
-            with h5py.File(dst, "w-") as target:
+            with h5py.File(dst, "w-", **FILE_SPACE_OPTIONS) as target:
                 copy_attrs(source.attrs, target.attrs)
                 for name in source:
                     source.copy(source[name], target, name=name)

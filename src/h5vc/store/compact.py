@@ -25,7 +25,14 @@ from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.tree import DatasetObject, rebuild_virtual_dataset
 
-__all__ = ["COPY_BUDGET_BYTES", "compact_store", "move_slots", "slot_windows", "used_slots"]
+__all__ = [
+    "COPY_BUDGET_BYTES",
+    "compact_store",
+    "erase_slots",
+    "move_slots",
+    "slot_windows",
+    "used_slots",
+]
 
 #: Upper bound on raw data held in memory while slots are moved or converted.
 COPY_BUDGET_BYTES = 4 * 2**20
@@ -38,12 +45,16 @@ def used_slots(maps: list[ChunkMap]) -> np.ndarray:
     return np.unique(np.concatenate([m.slots[m.slots >= 0] for m in maps])).astype(np.int64)
 
 
-def compact_store(store: RawDataStore, objects: list[DatasetObject], *, merge: bool) -> None:
+def compact_store(
+    store: RawDataStore, objects: list[DatasetObject], *, merge: bool, erase: bool = False
+) -> None:
     """Keep only the slots of ``store`` that ``objects`` reference.
 
     With ``n`` slots kept, every kept slot at or past ``n`` moves into a released
     slot below ``n`` (lowest first).  Only the datasets that use a moved slot are
-    rebuilt, so deleting a few versions rebuilds a few virtual datasets.
+    rebuilt, so deleting a few versions rebuilds a few virtual datasets.  With
+    ``erase``, every released slot is overwritten with zero bytes in place first
+    (see :func:`erase_slots`).
     """
     raw_data, hash_table = store.raw_data, store.hash_table
     n_rows = store.n_rows
@@ -61,6 +72,10 @@ def compact_store(store: RawDataStore, objects: list[DatasetObject], *, merge: b
     is_used = np.zeros(n_kept, dtype=bool)
     is_used[used[used < n_kept]] = True
     targets = np.flatnonzero(~is_used)  # released slots below the end: they are refilled
+    if erase:
+        released = np.ones(n_slots, dtype=bool)
+        released[used] = False
+        erase_slots(raw_data, np.flatnonzero(released), c0)
     move_slots(raw_data, sources, targets, c0)
     raw_data.resize(n_kept * c0, axis=0)
     remap = np.arange(max(n_slots, 1), dtype=np.int64)
@@ -75,6 +90,24 @@ def compact_store(store: RawDataStore, objects: list[DatasetObject], *, merge: b
         slots = np.where(chunk_map.slots >= 0, remap[np.maximum(chunk_map.slots, 0)], -1)
         new_map = ChunkMap(chunk_map.shape, chunk_map.chunks, slots)
         rebuild_virtual_dataset(obj, raw_data, new_map, merge=merge)
+
+
+def erase_slots(raw_data: h5py.Dataset, slots: np.ndarray, c0: int) -> None:
+    """Overwrite the stored bytes of ``slots`` with zeros, at their place in the file.
+
+    Each chunk is rewritten as raw bytes of its stored size (filters skipped), so
+    HDF5 keeps it at the same address, compressed or not: the bytes it held are
+    gone from the file, not only released.
+    """
+    tail = (0,) * (raw_data.ndim - 1)
+    for slot in slots.tolist():
+        offset = (slot * c0, *tail)
+        if slot * c0 >= raw_data.shape[0]:
+            continue
+        info = raw_data.id.get_chunk_info_by_coord(offset)
+        if info.byte_offset is None or not info.size:
+            continue  # never written
+        raw_data.id.write_direct_chunk(offset, bytes(info.size), info.filter_mask)
 
 
 def _slot_bytes(raw_data: h5py.Dataset, c0: int) -> int:

@@ -68,4 +68,4 @@ ATTR_LARGEST_INDEX = "largest_index"
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f%z"
 
 HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,))])
-HASH_TABLE_CHUNKS = (4096,)
+HASH_TABLE_CHUNKS = (256,)

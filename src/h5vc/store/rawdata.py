@@ -19,8 +19,14 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import CorruptDataError, MetadataMismatchError
+from h5vc.errors import (
+    CorruptDataError,
+    InvalidOptionError,
+    MetadataMismatchError,
+    UnsupportedDtypeError,
+)
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
+from h5vc.store.damage import damaged
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -30,18 +36,70 @@ from h5vc.store.layout import (
     RAW_DATA,
 )
 
-__all__ = ["RawDataStore"]
+__all__ = ["RawDataStore", "check_storable"]
 
 _FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
+
+
+def check_storable(
+    path: str, dtype: np.dtype, chunks: tuple[int, ...], filters: dict[str, Any]
+) -> None:
+    """Raise unless HDF5 can store a dataset of ``dtype`` with ``filters``.
+
+    Checked when a dataset is staged, so a bad option is refused at once and never
+    reaches the commit: HDF5 stores numbers, booleans, fixed-length bytes, opaque
+    (``V``) and compound types of those, and (as ``object``) variable-length strings;
+    it has no type for ``datetime64``, ``timedelta64`` or arbitrary Python objects.
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "O" and h5py.check_string_dtype(dtype) is None:
+        raise UnsupportedDtypeError(
+            f"Cannot store dataset {path!r}: HDF5 has no type for dtype {dtype!r} "
+            f"(Python objects). Use h5py.string_dtype() for text."
+        )
+    if dtype.kind != "O":
+        try:
+            h5py.h5t.py_create(dtype, logical=True)
+        except TypeError:
+            hint = " Store it as int64 (e.g. values.view('i8'))." if dtype.kind in "mM" else ""
+            raise UnsupportedDtypeError(
+                f"Cannot store dataset {path!r}: HDF5 has no type for dtype {dtype!r}.{hint}"
+            ) from None
+    plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    try:
+        h5py.filters.fill_dcpl(
+            plist, (0, *chunks[1:]), dtype, tuple(chunks),
+            filters.get("compression"), filters.get("compression_opts"),
+            filters.get("shuffle"), filters.get("fletcher32"),
+            (None, *chunks[1:]), filters.get("scaleoffset"), None,
+        )  # fmt: skip
+    except (ValueError, TypeError) as error:
+        raise InvalidOptionError(
+            f"Cannot store dataset {path!r} with the filter options "
+            f"{ {k: v for k, v in filters.items()} }: {error}."
+        ) from None
 
 
 class RawDataStore:
     """``raw_data`` + ``hash_table`` of one dataset path, with an in-memory hash index."""
 
+    #: Compare a stored chunk with a new one of the same digest before sharing it, so
+    #: a chunk altered on disk is never shared by a new version (each slot once per
+    #: open store).  Set to False on the class or a store to skip the read.
+    check_reused: bool = True
+
     def __init__(self, group: h5py.Group):
         self.group = group
-        self.raw_data: h5py.Dataset = group[RAW_DATA]
-        self.hash_table: h5py.Dataset = group[HASH_TABLE]
+        found = {name: group.get(name) for name in (RAW_DATA, HASH_TABLE)}
+        for name, obj in found.items():
+            if not isinstance(obj, h5py.Dataset):
+                raise CorruptDataError(
+                    f"Expected a dataset {group.name}/{name} in {group.file.filename!r} "
+                    f"(a chunk store holds {RAW_DATA!r} and {HASH_TABLE!r}). Got "
+                    f"{'none' if obj is None else type(obj).__name__}."
+                )
+        self.raw_data: h5py.Dataset = found[RAW_DATA]
+        self.hash_table: h5py.Dataset = found[HASH_TABLE]
         chunks_attr = self.raw_data.attrs.get(ATTR_CHUNKS)
         self.chunks: tuple[int, ...] = (
             tuple(int(c) for c in chunks_attr)
@@ -49,6 +107,8 @@ class RawDataStore:
             else tuple(self.raw_data.chunks)
         )
         self._index: dict[bytes, int] | None = None
+        #: Slots found to hold their digest's bytes since the index was loaded.
+        self.verified_slots: set[int] = set()
         self._n_slots: int | None = None
         self._fillvalue: Any = None
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
@@ -122,7 +182,8 @@ class RawDataStore:
 
     def rows(self) -> np.ndarray:
         """The valid hash-table rows."""
-        return self.hash_table[: self._n_rows]
+        with damaged(self.filename, f"The hash table {self.hash_table.name}"):
+            return self.hash_table[: self._n_rows]
 
     def slot_digests(self) -> np.ndarray:
         """SHA-256 digest of the chunk in each slot, as ``V32`` scalars."""
@@ -160,6 +221,7 @@ class RawDataStore:
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
         self._n_slots = None
         self._index = None
+        self.verified_slots = set()
 
     def replace_with(self, new: RawDataStore) -> None:
         """Move ``new``'s raw_data and hash_table in place of this store's."""
@@ -198,7 +260,7 @@ class RawDataStore:
     def _load_index(self) -> dict[bytes, int]:
         if self._n_rows == 0:
             return {}
-        rows = self.hash_table[: self._n_rows]
+        rows = self.rows()
         c0 = self.chunks[0]
         starts = rows["shape"][:, 0]
         if starts.min() < 0 or starts.max() >= self.raw_data.shape[0] or np.any(starts % c0):
@@ -311,6 +373,7 @@ class RawDataStore:
         self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows)
         self._n_rows = n_rows
         self._index = None  # reloaded from the file on next use
+        self.verified_slots = set()
 
 
 class _BatchWriter:
@@ -350,6 +413,8 @@ class _BatchWriter:
         """
         index, pending = self.store.index, self.pending
         fill_digests = self._fill_digests(batch)
+        if self.store.check_reused and index:
+            self._drop_altered(batch, digests, fill_digests)
         next_slot = self.store.n_slots
         new: list[int] = []
         for i, digest in enumerate(digests):
@@ -378,6 +443,42 @@ class _BatchWriter:
             rows = (np.asarray(new)[:, None] * chunk_shape[0] + np.arange(chunk_shape[0])).ravel()
             data = stacked[rows[rows < len(stacked)]]
         self.store._append(data, len(new))
+
+    def _drop_altered(
+        self, batch: Sequence[np.ndarray], digests: list[bytes], fill_digests: set[bytes]
+    ) -> None:
+        """Forget index entries whose stored chunk no longer holds the bytes its digest
+        stands for, so the chunk is stored afresh instead of shared with altered data.
+
+        The stored chunk is compared with the new one (equal digests mean equal
+        bytes), in one read per run of consecutive slots.
+        """
+        index, verified = self.store.index, self.store.verified_slots
+        reused: dict[int, int] = {}
+        for i, digest in enumerate(digests):
+            slot = index.get(digest)
+            if slot is not None and digest not in fill_digests and slot not in verified:
+                reused.setdefault(slot, i)
+        if not reused:
+            return
+        c0 = self.store.chunks[0]
+        ordered = sorted(reused)
+        start = 0
+        for k in range(1, len(ordered) + 1):
+            if k < len(ordered) and ordered[k] == ordered[k - 1] + 1:
+                continue
+            first, last = ordered[start], ordered[k - 1]
+            stored = self.store.raw_data[first * c0 : (last + 1) * c0]
+            for slot in ordered[start:k]:
+                chunk = batch[reused[slot]]
+                rows = stored[(slot - first) * c0 : (slot - first) * c0 + chunk.shape[0]]
+                trim = [slice(None), *(slice(0, n) for n in chunk.shape[1:])]
+                region = rows[tuple(trim)]
+                if region.shape == chunk.shape and np.array_equal(region, chunk):
+                    verified.add(slot)
+                else:
+                    del index[digests[reused[slot]]]
+            start = k
 
     def finish(self) -> None:
         """Write the hash-table rows of the chunks written, then the row count."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from h5vc.staging import StagedChangesArray
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.damage import damaged
 
 __all__ = ["RawDataSlab", "read_fill", "staged_array"]
 
@@ -42,7 +43,8 @@ class RawDataSlab:
         return tuple(self.dataset.shape)
 
     def __getitem__(self, index: Any) -> Any:
-        return self.dataset[index]
+        with damaged(str(self.dataset.file.filename), f"A chunk of {self.dataset.name}"):
+            return self.dataset[index]
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -73,11 +75,12 @@ class RawDataSlab:
         select_memory = memory_space.select_hyperslab
         src_stride = tuple(src_step)
         dst_stride = tuple(dst_step)
-        for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
-            count = tuple(counts_row)
-            select_file(tuple(src_row), count, src_stride)
-            select_memory(tuple(dst_row), count, dst_stride)
-            read(memory_space, file_space, destination)
+        with damaged(str(self.dataset.file.filename), f"A chunk of {self.dataset.name}"):
+            for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
+                count = tuple(counts_row)
+                select_file(tuple(src_row), count, src_stride)
+                select_memory(tuple(dst_row), count, dst_stride)
+                read(memory_space, file_space, destination)
         return True
 
 

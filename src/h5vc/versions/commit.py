@@ -15,7 +15,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import CorruptDataError, InvalidVersionNameError, VersionExistsError
+from h5vc.errors import (
+    CorruptDataError,
+    InvalidVersionNameError,
+    TimestampOrderError,
+    VersionExistsError,
+)
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.attributes import read_attributes
@@ -31,6 +36,7 @@ __all__ = [
     "GroupCommit",
     "Link",
     "check_new_version_name",
+    "check_timestamp_order",
     "commit_version",
     "staged_chunk_map",
 ]
@@ -87,6 +93,21 @@ def check_new_version_name(state: FileState, name: Any) -> str:
     return name
 
 
+def check_timestamp_order(
+    state: FileState, name: str, prev_version: str | None, timestamp: np.datetime64
+) -> None:
+    """Raise :class:`TimestampOrderError` unless ``timestamp`` is after the parent's."""
+    if prev_version is None or prev_version == layout.FIRST_VERSION:
+        return
+    parent = state.log.info(prev_version).timestamp
+    if timestamp <= parent:
+        raise TimestampOrderError(
+            f"Expected the timestamp of version {name!r} to be later than that of its "
+            f"parent version {prev_version!r} ({format_timestamp(parent)}). Got "
+            f"{format_timestamp(timestamp)} instead."
+        )
+
+
 def commit_version(
     state: FileState,
     name: str,
@@ -102,6 +123,8 @@ def commit_version(
     """Write ``root`` as the new version ``name``; all or nothing.
 
     ``merge_parents`` are the parents of a merge after ``prev_version``."""
+    if timestamp is not None:
+        check_timestamp_order(state, name, prev_version, timestamp)
     ts = now() if timestamp is None else timestamp
     state.upgrade_layout()
     group = state.versions.create_group(name)

@@ -12,6 +12,7 @@ import numpy as np
 
 from h5vc.errors import VersionNotFoundError
 from h5vc.store import layout, timeindex
+from h5vc.store.damage import damaged
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
 __all__ = ["VersionInfo", "VersionLog", "log_entry"]
@@ -60,11 +61,14 @@ class VersionLog:
 
     def _load_all(self) -> list[tuple[np.datetime64, str]]:
         if self._by_time is None:
-            infos = self._from_index()
+            filename = str(self._group.file.filename)
+            with damaged(filename, f"The versions group {self._group.name}"):
+                infos = self._from_index()
+                names = list(self._group) if infos is None else []
             from_index = infos is not None
             if infos is None:
                 infos = {}
-                for name in self._group:
+                for name in names:
                     info = self._read(name)
                     if info is not None:
                         infos[name] = info
@@ -97,12 +101,15 @@ class VersionLog:
 
     def _read(self, name: str) -> VersionInfo | None:
         """The metadata of ``name`` from the file, or None if it is not committed."""
-        if name == layout.FIRST_VERSION or name not in self._group:
+        if name == layout.FIRST_VERSION:
             return None
-        attrs = self._group[name].attrs
-        if not attrs.get(layout.ATTR_COMMITTED, False):
-            return None  # left behind by an interrupted commit
-        return _info_from_attrs(name, attrs)
+        with damaged(str(self._group.file.filename), f"Version {self._group.name}/{name}"):
+            if name not in self._group:
+                return None
+            attrs = self._group[name].attrs
+            if not attrs.get(layout.ATTR_COMMITTED, False):
+                return None  # left behind by an interrupted commit
+            return _info_from_attrs(name, attrs)
 
     def add(self, info: VersionInfo) -> None:
         self._infos[info.name] = info

@@ -26,6 +26,7 @@ from h5vc.errors import (
 )
 from h5vc.store import layout, tree
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.damage import damaged
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
@@ -63,10 +64,13 @@ class FileState:
     def __init__(self, root: h5py.Group, data_version: int | None = None):
         self.root = root
         self.writable = root.file.mode == "r+"
-        if layout.VERSION_DATA not in root and self.writable:
-            tree.initialize(root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC)
-        self.version_data, self.versions = tree.open_layout(root)
-        self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
+        with damaged(str(root.file.filename), f"The versioned layout under {root.name!r}"):
+            if layout.VERSION_DATA not in root and self.writable:
+                tree.initialize(
+                    root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC
+                )
+            self.version_data, self.versions = tree.open_layout(root)
+            self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -137,7 +141,8 @@ class FileState:
             return self.versions[layout.FIRST_VERSION]
         if name not in self.log:
             raise VersionNotFoundError(f"Version {name!r} not found.")
-        return self.versions[name]
+        with damaged(self.filename, f"Version group {self.versions.name}/{name}"):
+            return self.versions[name]
 
     def store(self, path: str) -> RawDataStore | None:
         """The chunk store of dataset ``path`` (relative to the version root), if any."""
@@ -145,9 +150,14 @@ class FileState:
         cached = self._stores.get(path)
         if cached is not None:
             return cached
-        if f"{path}/{layout.RAW_DATA}" not in self.version_data:
-            return None
-        store = RawDataStore(self.version_data[path])
+        where = f"The chunk store {self.version_data.name}/{path}"
+        with damaged(self.filename, where):
+            group = self.version_data.get(path)
+            if not isinstance(group, h5py.Group) or not (
+                layout.RAW_DATA in group or layout.HASH_TABLE in group
+            ):
+                return None
+            store = RawDataStore(group)
         self._stores[path] = store
         return store
 
@@ -173,21 +183,43 @@ class FileState:
             if path not in self._written:
                 self._written[path] = (store, store.checkpoint())
             return store
-        parts = path.split("/")
-        depth = next(  # the topmost group created with the store, removed on undo
-            i for i in range(1, len(parts) + 1) if "/".join(parts[:i]) not in self.version_data
-        )
-        store = RawDataStore.create(
-            self.version_data,
-            path,
-            dtype=dtype,
-            chunks=chunks,
-            fillvalue=fillvalue,
-            filters=filters,
-        )
+        # What undo removes: the topmost group created with the store, or (when the
+        # group exists already, e.g. it held the stores of a replaced subgroup's
+        # datasets) the store's own raw_data and hash_table.
+        undo = self._new_store_undo(path)
+        try:
+            store = RawDataStore.create(
+                self.version_data,
+                path,
+                dtype=dtype,
+                chunks=chunks,
+                fillvalue=fillvalue,
+                filters=filters,
+            )
+        except BaseException:
+            self._remove_created(path, undo)
+            raise
         self._stores[path] = store
-        self._written[path] = (store, "/".join(parts[:depth]))
+        self._written[path] = (store, undo)
         return store
+
+    def _new_store_undo(self, path: str) -> str:
+        parts = path.split("/")
+        for i in range(1, len(parts) + 1):
+            if "/".join(parts[:i]) not in self.version_data:
+                return "/".join(parts[:i])
+        return ""  # every group exists: remove the store's datasets only
+
+    def _remove_created(self, path: str, undo: str) -> None:
+        """Remove what creating the store of ``path`` added (``undo`` as above)."""
+        if undo:
+            if undo in self.version_data:
+                del self.version_data[undo]
+            return
+        group = self.version_data[path]
+        for name in (layout.RAW_DATA, layout.HASH_TABLE):
+            if name in group:
+                del group[name]
 
     def end_writes(self, used: set[str] | None = None) -> None:
         """The writes since the last call are committed: nothing to undo any more.
@@ -202,17 +234,19 @@ class FileState:
         for path, (_, undo) in written.items():
             if isinstance(undo, str) and path not in used:
                 self._stores.pop(path, None)
-                del self.version_data[path]
-                tree.remove_empty_parents(self.version_data, path, stop=undo)
+                if undo:
+                    del self.version_data[path]
+                    tree.remove_empty_parents(self.version_data, path, stop=undo)
+                else:
+                    self._remove_created(path, undo)
 
     def undo_writes(self) -> None:
         """Take back every chunk stored since the last commit (a stage was abandoned or
         its commit failed): stores created meanwhile are removed, the others cut back."""
         written, self._written = self._written, {}
-        for store, undo in reversed(written.values()):
+        for path, (store, undo) in reversed(written.items()):
             if isinstance(undo, str):
-                if undo in self.version_data:
-                    del self.version_data[undo]
+                self._remove_created(path, undo)
             else:
                 store.rollback(undo)
         self.drop_caches()
@@ -240,7 +274,9 @@ class FileState:
             address = tree.object_address(dataset)
             cached = self._chunk_maps_by_address.get(address)
             if cached is None:
-                cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
+                where = f"Dataset {path!r} of version {version!r} ({dataset.name})"
+                with damaged(self.filename, where):
+                    cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
                 self._check_slots(version, path, cached)
                 self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached

@@ -20,6 +20,7 @@ import numpy as np
 
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.damage import damaged
 from h5vc.store.reading import RawDataSlab
 
 __all__ = ["DirectReader", "MAX_PIECES"]
@@ -87,7 +88,12 @@ class DirectReader:
                 box.append((start, stop, False))
             else:
                 return None
-        return self._read_box(box, slots, run_ids)
+        try:
+            return self._read_box(box, slots, run_ids)
+        except OSError:
+            raw_data = self._raw_data
+            with damaged(str(raw_data.file.filename), f"A chunk of {raw_data.name}"):
+                raise
 
     def _read_box(
         self, box: list[tuple[int, int, bool]], slots: np.ndarray, run_ids: np.ndarray

@@ -10,10 +10,12 @@ import h5py
 import numpy as np
 
 from h5vc.chunking import guess_chunks, parse_chunks
-from h5vc.errors import MetadataMismatchError, NotSupportedError, ReadOnlyError
+from h5vc.errors import CorruptDataError, MetadataMismatchError, NotSupportedError, ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.damage import damaged
+from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
@@ -248,9 +250,15 @@ class CommittedGroup(_GroupBase):
         return cached
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset:
+        where = f"Object {self._group.name}/{name}"
         try:
-            obj = self._group[name]
-        except KeyError:
+            with damaged(self._state.filename, where):
+                obj = self._group[name]
+        except KeyError as error:
+            if name in self._group:  # the link is there, the object cannot be opened
+                raise CorruptDataError(
+                    f"{where} in {self._state.filename!r} is damaged and cannot be opened: {error}."
+                ) from error
             raise KeyError(
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
@@ -315,6 +323,8 @@ class StagedGroup(_GroupBase):
         if self._base is None or name in self._deleted or name not in self._base:
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
         node = self._load(name)
+        if self._read_only_reason is not None:  # opened after the stage ended
+            node.close_staging(self._read_only_reason)
         self._loaded[name] = node
         return node
 
@@ -322,7 +332,8 @@ class StagedGroup(_GroupBase):
         base, version = self._base, self._base_version
         if base is None or version is None:  # _child checked name is in the base
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
-        obj = base[name]
+        with damaged(self._state.filename, f"Object {base.name}/{name}"):
+            obj = base[name]
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
             return StagedGroup(self._state, version, obj, path)
@@ -578,6 +589,7 @@ def _new_dataset(
     if data is not None and int(np.prod(data.shape)) != int(np.prod(shape)):
         raise ValueError(f"Shape tuple is incompatible with data: {shape} vs {data.shape}")
     chunks = _parse_chunks(chunks, shape, dtype, maxshape)
+    check_storable(path, dtype, chunks, filters)
     existing = state.store(path)
     if existing is not None:
         existing.check_compatible(path, dtype, chunks)

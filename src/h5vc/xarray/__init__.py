@@ -30,6 +30,7 @@ import numpy as np
 
 from h5vc.dask import Source, _location, committed_dataset, open_source, resolve_version, versioned
 from h5vc.errors import DatasetNotFoundError, MissingDependencyError
+from h5vc.store import layout
 
 try:
     import xarray as xr
@@ -259,7 +260,11 @@ class H5vcStore(AbstractDataStore):
         return variables
 
     def get_attrs(self) -> dict[str, Any]:
-        return _attrs(self._group.attrs)
+        attrs = _attrs(self._group.attrs)
+        if self._group.name in ("/", self._version_group.name):
+            # a version's own metadata (parent, timestamp, ...) is not the Dataset's
+            attrs = {k: v for k, v in attrs.items() if k not in layout.VERSION_ATTRS}
+        return attrs
 
     def get_dimensions(self) -> dict[str, int]:
         sizes: dict[str, int] = {}

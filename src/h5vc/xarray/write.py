@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import ArrayMismatchError
+from h5vc.store import layout
 
 __all__ = ["to_version"]
 
@@ -161,7 +162,8 @@ def _keep_root_attrs(vf: Any, staged: Any, prev_version: str | None) -> None:
     base = vf.current_version if prev_version is None else prev_version
     if base in vf:
         for key, value in vf[base].attrs.items():
-            staged.attrs[key] = value
+            if key not in layout.VERSION_ATTRS:  # the version's own metadata is new
+                staged.attrs[key] = value
 
 
 def to_version(

@@ -1,0 +1,24 @@
+"""Space used and free in a versioned file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from h5vc.store import tree
+from h5vc.store.space import FileSpace, file_space
+from h5vc.versions.state import resolve_state
+
+__all__ = ["stats"]
+
+
+def stats(f: Any) -> FileSpace:
+    """Sizes of the versioned file ``f``: the file, its reusable free space, and the
+    stored bytes of every dataset's chunk store and hash table.
+
+    ``free_bytes`` is the space HDF5 knows to be free inside the file (released by
+    ``delete_versions``, for instance).  A file created without persistent
+    free-space tracking (plain ``h5py.File(path, "w")``) forgets it when closed:
+    ``persists_free_space`` tells which kind ``f`` is.
+    """
+    state = resolve_state(f)
+    return file_space(state.version_data, tree.store_paths(state.version_data))
