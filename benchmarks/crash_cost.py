@@ -26,7 +26,7 @@ import h5py
 import numpy as np
 
 import h5vc
-from h5vc.journal import JournaledFile
+from h5vc.durable.journal import JournaledFile
 
 
 @contextlib.contextmanager

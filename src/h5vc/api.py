@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 
 from h5vc import lifecycle
+from h5vc.durable import files as durable
 from h5vc.errors import (
     AncestorNotFoundError,
     ClosedError,
@@ -60,15 +61,19 @@ class VersionedHDF5File:
 
     @property
     def f(self) -> h5py.Group:
-        """The h5py file or group this versioned store lives in."""
-        return self._file
+        """The h5py file or group this versioned store lives in.
+
+        A file opened by :func:`open` is reopened when an operation fails (it is
+        restored to the last commit point): look ``f`` up again afterwards.
+        """
+        return self._file if self._state is None else self._state.root
 
     @property
     def file_state(self) -> FileState:
         """The state shared by every handle on this root (raises once closed)."""
         if self._state is None:
             raise ClosedError("This VersionedHDF5File is closed.")
-        if not self._file.id.valid:
+        if not self._state.root.id.valid:
             raise ClosedError(
                 "This VersionedHDF5File's h5py file or group is closed; reopen the file."
             )
@@ -78,7 +83,7 @@ class VersionedHDF5File:
 
     @property
     def closed(self) -> bool:
-        return self._state is None or not self._file.id.valid
+        return self._state is None or not self._state.root.id.valid
 
     def close(self) -> None:
         """Forget every cache; the h5py file stays open (its owner closes it)."""
@@ -224,6 +229,7 @@ class VersionedHDF5File:
                 message=message,
                 author=author,
             )
+            durable.commit_point(state.root)
         except BaseException:
             state.undo_writes()  # chunks written while staging (large new datasets)
             raise
@@ -271,18 +277,25 @@ class VersionedHDF5File:
 
 
 @contextlib.contextmanager
-def open(path: str, mode: str = "r", **kwargs: Any) -> Iterator[VersionedHDF5File]:
+def open(
+    path: str, mode: str = "r", *, durable_writes: bool = False, **kwargs: Any
+) -> Iterator[VersionedHDF5File]:
     """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
-    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``).
+    (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``). A file opened for
+    writing is crash safe: a killed process or a failed write never costs a
+    committed version (see "Crash safety" in docs/design.md); one process writes
+    it at a time (:class:`~h5vc.errors.WriterActiveError`). ``durable_writes=True``
+    also syncs every commit to the disk, so it survives a power loss.
     """
-    file = h5py.File(path, mode, **kwargs)
+    file = durable.open_file(path, mode, durable=durable_writes, **kwargs)
+    vf = None
     try:
         vf = VersionedHDF5File(file)
-        try:
-            yield vf
-        finally:
-            vf.close()
+        yield vf
     finally:
-        file.close()
+        current = file if vf is None or vf._state is None else vf._state.root.file
+        if vf is not None:
+            vf.close()
+        durable.close_file(current)

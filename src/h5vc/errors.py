@@ -111,3 +111,7 @@ class InvalidVersionNameError(H5vcError, ValueError):
 
 class ChunkDecodeError(H5vcError, ValueError):
     """A stored chunk's bytes are not a valid encoding of the expected array."""
+
+
+class WriterActiveError(H5vcError, BlockingIOError):
+    """The file is being written by another process (or another handle of this one)."""

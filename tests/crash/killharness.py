@@ -68,6 +68,11 @@ def read_log(log_path: Path) -> LogState:
             continue  # a line cut by the kill: its operation had not started
         if "error" in entry:
             state.errors.append(entry["error"])
+        elif "settle" in entry:  # the checker found how the operation in flight ended
+            state.committed.update(entry["settle"]["add"])
+            for name in entry["settle"]["remove"]:
+                state.committed.pop(name, None)
+            state.pending = None
         elif "begin" in entry:
             state.pending = entry
         elif "end" in entry:
@@ -243,7 +248,8 @@ class Writer:
 
     def _resize(self, datasets: dict, attrs: dict) -> Any:
         path = self._choose(datasets)
-        assert path is not None
+        if path is None:  # an earlier change of this commit dropped the last one
+            return lambda g: None
         old = datasets[path]
         length = int(self.rng.integers(0, 6000 if old.ndim == 1 else 900))
         new = np.zeros((length, *old.shape[1:]), old.dtype)
@@ -254,6 +260,8 @@ class Writer:
 
     def _attrs(self, datasets: dict, attrs: dict) -> Any:
         targets = sorted(attrs)
+        if not targets:
+            return lambda g: None
         target = targets[int(self.rng.integers(len(targets)))]
         key = f"a{int(self.rng.integers(4))}"
         value = int(self.rng.integers(1 << 40)) if self.rng.random() < 0.5 else self.name("s")
@@ -266,7 +274,8 @@ class Writer:
 
     def _drop(self, datasets: dict, attrs: dict) -> Any:
         path = self._choose(datasets)
-        assert path is not None
+        if path is None:
+            return lambda g: None
         del datasets[path], attrs[path]
 
         def apply(g: Any) -> None:
@@ -389,7 +398,8 @@ def check_file(path: str, log_path: str, trial: int, result_path: str) -> None:
     result = CheckResult()
     log = read_log(Path(log_path))
     try:
-        with h5vc.open(path, "r+") as vf:
+        # A file whose first commit never finished does not exist after recovery.
+        with h5vc.open(path, "r+" if log.committed else "a") as vf:
             result.opened = True
             present = set(vf.versions)
             in_flight = log.pending or {}
@@ -404,6 +414,13 @@ def check_file(path: str, log_path: str, trial: int, result_path: str) -> None:
             if pending_name in present and not _version_matches(vf, pending_name, in_flight["sum"]):
                 result.wrong_pending.append(pending_name)
             result.phantom = sorted(present - set(log.committed) - {pending_name})
+            settle = {
+                "add": {pending_name: in_flight["sum"]}
+                if pending_name in present and not result.wrong_pending
+                else {},
+                "remove": sorted(maybe_gone - present),
+            }
+            append_log(Path(log_path), {"settle": settle})
             _commit_on_top(vf, Path(log_path), trial)
             result.next_commit_ok = True
     except Exception:

@@ -159,6 +159,9 @@ class JournaledFile:
         if create:
             self._start_epoch()  # a new file is removed if its first epoch does not commit
 
+    def __repr__(self) -> str:
+        return self.path  # h5py shows it as the file's name
+
     # -- the file-object protocol HDF5's fileobj driver uses --------------------------
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -191,11 +194,12 @@ class JournaledFile:
             return self._write_to_memory(view)
         try:
             return self._write(view)
-        except BaseException as err:
-            # The disk is left alone from now on; HDF5 goes on seeing what it wrote.
+        except Exception as err:
+            # Not raised: h5py leaves an error raised here set for the next call into
+            # Python. The disk is left alone from now on, HDF5 goes on seeing what it
+            # wrote, and the next commit point raises.
             self.failed = err
-            self._write_to_memory(view)
-            raise
+            return self._write_to_memory(view)
 
     def _write(self, view: memoryview) -> int:
         start = self._position
@@ -225,10 +229,10 @@ class JournaledFile:
             return size
         try:
             return self._truncate(size)
-        except BaseException as err:
+        except Exception as err:
             self.failed = err
             self._size = size
-            raise
+            return size
 
     def _truncate(self, size: int) -> int:
         self._start_epoch()
