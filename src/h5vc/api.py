@@ -219,19 +219,22 @@ class VersionedHDF5File:
         state.staging = name
         try:
             yield group
-            commit_version(
-                state,
-                name,
-                base,
-                group.to_commit(),
-                timestamp=ts,
-                make_current=make_current,
-                message=message,
-                author=author,
-            )
-            durable.commit_point(state.root)
+            with state.operation():
+                commit_version(
+                    state,
+                    name,
+                    base,
+                    group.to_commit(),
+                    timestamp=ts,
+                    make_current=make_current,
+                    message=message,
+                    author=author,
+                )
         except BaseException:
-            state.undo_writes()  # chunks written while staging (large new datasets)
+            # A file from h5vc.open goes back to the last commit point; elsewhere the
+            # chunks written while staging (large new datasets) are taken back.
+            if not state.roll_back():
+                state.undo_writes()
             raise
         finally:
             state.staging = None

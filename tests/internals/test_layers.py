@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"h5vc.lifecycle"},
     {"h5vc.wrappers"},
     {"h5vc.versions"},
-    {"h5vc.store", "h5vc.samples"},
+    {"h5vc.store", "h5vc.samples", "h5vc.durable"},
     {"h5vc.staging"},
     {"h5vc.hashing", "h5vc.chunking"},
     {"h5vc.errors"},

@@ -26,7 +26,14 @@ import h5py
 from h5vc.durable.journal import JournaledFile, journal_path, recover
 from h5vc.errors import WriterActiveError
 
-__all__ = ["close_file", "commit_point", "journal_of", "open_file", "roll_back"]
+__all__ = [
+    "close_file",
+    "commit_point",
+    "journal_of",
+    "open_file",
+    "recover_abandoned",
+    "roll_back",
+]
 
 _LOCK_START = 1 << 62  # beyond any real file: the lock never covers data
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
@@ -75,7 +82,7 @@ def open_file(
     """
     path = os.fspath(path)
     if mode == "r":
-        _recover_if_unwritten(path)
+        recover_abandoned(path)
         return h5py.File(path, "r", **kwargs)
     if mode not in ("r+", "a", "w", "w-", "x"):
         raise ValueError(f"Expected an h5py mode (r, r+, a, w, w-, x). Got {mode!r}.")
@@ -109,7 +116,7 @@ def open_file(
     return file
 
 
-def _recover_if_unwritten(path: str) -> None:
+def recover_abandoned(path: str) -> None:
     """Roll back a journal left by a crashed writer, unless a writer is at work."""
     if not os.path.exists(journal_path(path)):
         return

@@ -69,17 +69,16 @@ def delete_versions(f: Any, versions: str | Iterable[str]) -> None:
     if not doomed:
         return
     survivors = [name for name in state.log.names() if name not in doomed]
-    state.upgrade_layout()
-    try:
-        _repoint(state, doomed, survivors)
-        for name in doomed:
-            del state.versions[name]
-        timeindex.remove_entries(state.version_data, doomed)
-        state.root.file.flush()
-        _release_chunks(state, survivors)
-    finally:
-        state.forget()  # chunks moved: cached hash indexes and chunk maps are stale
-    state.root.file.flush()
+    with state.operation():  # a failure in a file from h5vc.open: all rolled back
+        state.upgrade_layout()
+        try:
+            _repoint(state, doomed, survivors)
+            for name in doomed:
+                del state.versions[name]
+            timeindex.remove_entries(state.version_data, doomed)
+            _release_chunks(state, survivors)
+        finally:
+            state.forget()  # chunks moved: cached hash indexes and chunk maps are stale
 
 
 def _parse_names(state: FileState, versions: str | Iterable[str]) -> set[str]:
