@@ -28,6 +28,7 @@ from h5vc.errors import (
     UnsupportedFormatError,
     VersionExistsError,
     VersionNotFoundError,
+    WriterActiveError,
 )
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
         log,
         modify_metadata,
         repack,
+        verify,
     )
+    from h5vc.readers import Reader
 
 try:
     __version__ = metadata.version("h5vc")
@@ -51,6 +54,7 @@ except metadata.PackageNotFoundError:  # run from a source tree that is not inst
 _LAZY = {
     "VersionedHDF5File": "h5vc.api",
     "open": "h5vc.api",
+    "Reader": "h5vc.readers",
     **{
         name: "h5vc.lifecycle"
         for name in (
@@ -61,6 +65,7 @@ _LAZY = {
             "log",
             "modify_metadata",
             "repack",
+            "verify",
         )
     },
 }
@@ -68,9 +73,11 @@ _SUBPACKAGES = frozenset(
     {
         "api",
         "chunking",
+        "durable",
         "errors",
         "hashing",
         "lifecycle",
+        "readers",
         "samples",
         "staging",
         "store",
@@ -106,10 +113,12 @@ __all__ = [
     "MetadataMismatchError",
     "NotVersionedError",
     "ReadOnlyError",
+    "Reader",
     "UnsupportedFormatError",
     "VersionExistsError",
     "VersionNotFoundError",
     "VersionedHDF5File",
+    "WriterActiveError",
     "__version__",
     "delete_version",
     "delete_versions",
@@ -119,4 +128,5 @@ __all__ = [
     "modify_metadata",
     "open",
     "repack",
+    "verify",
 ]

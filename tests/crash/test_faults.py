@@ -21,7 +21,7 @@ from h5vc.durable.journal import JournaledFile
 
 Operation = Callable[[h5vc.VersionedHDF5File], None]
 #: Fail every EVERY-th write (1: every one, as a long run does).
-EVERY = int(os.environ.get("H5VC_FAULT_EVERY", "3"))
+EVERY = int(os.environ.get("H5VC_FAULT_EVERY", "4"))
 
 
 def _build(path: Path) -> dict[str, dict[str, np.ndarray]]:

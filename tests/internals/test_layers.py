@@ -23,6 +23,7 @@ SRC = Path(h5vc.__file__).resolve().parent
 LAYERS: list[set[str]] = [
     {"h5vc.cli"},
     {"h5vc"},  # the package's public names
+    {"h5vc.readers"},
     {"h5vc.api"},
     {"h5vc.lifecycle"},
     {"h5vc.wrappers"},

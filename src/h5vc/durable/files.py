@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import struct
+import time
 from typing import Any
 
 import h5py
@@ -30,12 +31,16 @@ __all__ = [
     "close_file",
     "commit_point",
     "journal_of",
+    "ReadLock",
     "open_file",
     "recover_abandoned",
     "roll_back",
 ]
 
-_LOCK_START = 1 << 62  # beyond any real file: the lock never covers data
+_WRITER_BYTE = 1 << 62  # beyond any real file: the locks never cover data
+#: Held exclusively while bytes of the last commit point change on disk, shared by
+#: readers while they read (:class:`ReadLock`).
+_APPLY_BYTE = _WRITER_BYTE + 1
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
 
 
@@ -53,9 +58,10 @@ _OPEN: dict[Any, _Open] = {}
 _WRITING: set[str] = set()
 
 
-def _lock(fd: int, kind: int, blocking: bool = False) -> bool:
+def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) -> bool:
+    """Take (or with ``F_UNLCK`` release) a lock on one byte; False if it is taken."""
     command = _SET_LOCK if not blocking else getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
-    request = struct.pack("hh4xqqi4x", kind, os.SEEK_SET, _LOCK_START, 1, 0)
+    request = struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
     try:
         fcntl.fcntl(fd, command, request)
     except OSError as err:
@@ -63,6 +69,52 @@ def _lock(fd: int, kind: int, blocking: bool = False) -> bool:
             return False
         raise
     return True
+
+
+def _apply_lock(fd: int) -> Any:
+    def change(take: bool) -> None:
+        _lock(fd, fcntl.F_WRLCK if take else fcntl.F_UNLCK, blocking=take, byte=_APPLY_BYTE)
+
+    return change
+
+
+class ReadLock:
+    """Keeps a writer from changing committed bytes while a reader reads.
+
+    ``with lock:`` waits while a writer is at a commit point, then holds it off until
+    the block ends. :attr:`changed` tells whether the file changed since the last
+    time it was looked at under the lock (HDF5's cached view of it is then stale).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self._seen: tuple[int, int] | None = None
+        self._settled = False
+        self.changed = True
+
+    def __enter__(self) -> ReadLock:
+        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        info = os.fstat(self._fd)
+        stamp = (info.st_size, info.st_mtime_ns)
+        # A change within the clock tick of the stamp seen last leaves it the same:
+        # the stamp is trusted once it is older than any tick.
+        self.changed = stamp != self._seen or not self._settled
+        self._seen = stamp
+        self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def _writer_busy_error(path: str) -> WriterActiveError:
@@ -102,7 +154,9 @@ def open_file(
         if not _lock(lock_fd, fcntl.F_WRLCK):
             raise _writer_busy_error(path)
         create = mode in ("w", "w-", "x") or not exists or os.path.getsize(path) == 0
-        journal = JournaledFile(path, create=create, durable=durable)
+        journal = JournaledFile(
+            path, create=create, durable=durable, apply_lock=_apply_lock(lock_fd)
+        )
         try:
             file = h5py.File(journal, "w" if create else "r+", **kwargs)
         except BaseException:
@@ -126,6 +180,7 @@ def recover_abandoned(path: str) -> None:
         return  # read-only to us: HDF5 reads what is there (the journal stays)
     try:
         if _lock(fd, fcntl.F_WRLCK):  # no writer: the journal is left from a crash
+            _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_APPLY_BYTE)
             recover(path)
     finally:
         os.close(fd)

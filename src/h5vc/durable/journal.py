@@ -78,7 +78,8 @@ def recover(path: str | os.PathLike[str], *, durable: bool = True) -> bool:
     """Roll ``path`` back to its last commit point if a journal says it was left
     mid-epoch; remove the journal. Returns True if anything was rolled back.
 
-    A file created in an epoch that never committed (base 0) is removed.
+    A file created in an epoch that never committed (base 0) is left empty: a writer
+    may hold a lock on it, so it is not removed.
     """
     jpath = journal_path(path)
     try:
@@ -105,9 +106,7 @@ def recover(path: str | os.PathLike[str], *, durable: bool = True) -> bool:
 
 
 def _roll_back(path: str, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:
-    if base == 0:
-        if os.path.exists(path):
-            os.unlink(path)
+    if not os.path.exists(path):
         return
     fd = os.open(path, os.O_RDWR)
     try:
@@ -133,8 +132,14 @@ class JournaledFile:
         create: bool = False,
         durable: bool = True,
         fault: Callable[[str], None] | None = None,
+        apply_lock: Callable[[bool], None] | None = None,
     ):
         self.path = os.fspath(path)
+        #: Called with True before bytes of the last commit point change on disk (a
+        #: spill, a commit point, a roll-back) and with False once they are consistent
+        #: again: readers are kept out meanwhile (see h5vc.durable.files).
+        self.apply_lock = apply_lock
+        self._applying = False
         self.durable = durable
         self.fault = fault
         flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
@@ -297,6 +302,17 @@ class JournaledFile:
         self._started = False
         self._base = self._size
         self._journaled.clear()
+        self._leave_apply()
+
+    def _enter_apply(self) -> None:
+        if not self._applying and self.apply_lock is not None:
+            self.apply_lock(True)
+            self._applying = True
+
+    def _leave_apply(self) -> None:
+        if self._applying and self.apply_lock is not None:
+            self._applying = False
+            self.apply_lock(False)
 
     def roll_back(self) -> None:
         """Undo everything written since the last commit point, in the file itself.
@@ -310,6 +326,7 @@ class JournaledFile:
         if self._started:
             assert self._jfd is not None
             records = _read_records(self._jfd, self._epoch)
+            self._enter_apply()
             _roll_back_open(self._fd, records, self._base, self.durable)
             os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _CLEAN, self._epoch, self._base), 0)
             _sync(self._jfd, self.durable)
@@ -317,11 +334,13 @@ class JournaledFile:
         self._journaled.clear()
         self._started = False
         self.failed = None
+        self._leave_apply()
 
     def close(self) -> None:
         """Close the file; a clean journal is removed. Does not commit."""
         if self._fd < 0:
             return
+        self._leave_apply()
         os.close(self._fd)
         self._fd = -1
         if self._jfd is not None:
@@ -425,6 +444,8 @@ class JournaledFile:
         journal, then write the held pages into the file."""
         pages = sorted(set(self._held) | {p for p in extra if p not in self._journaled})
         pages = [p for p in pages if p not in self._journaled and p * PAGE < self._base]
+        if pages or self._held:
+            self._enter_apply()  # held until the commit point ends
         if pages:
             assert self._jfd is not None
             parts = []

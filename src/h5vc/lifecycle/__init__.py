@@ -10,10 +10,13 @@ from h5vc.lifecycle.diff import DatasetChange, VersionDiff, diff, get_diff
 from h5vc.lifecycle.history import format_log, log
 from h5vc.lifecycle.metadata import modify_metadata
 from h5vc.lifecycle.repack import repack
+from h5vc.lifecycle.verify import Problem, VerifyReport, verify
 
 __all__ = [
     "DatasetChange",
     "DatasetNotFoundError",
+    "Problem",
+    "VerifyReport",
     "VersionDiff",
     "delete_version",
     "delete_versions",
@@ -23,4 +26,5 @@ __all__ = [
     "log",
     "modify_metadata",
     "repack",
+    "verify",
 ]
