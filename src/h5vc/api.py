@@ -23,6 +23,7 @@ from h5vc.versions import (
     FileState,
     VersionInfo,
     check_new_version_name,
+    commit_timestamp,
     commit_version,
     parse_timestamp,
 )
@@ -215,6 +216,8 @@ class VersionedHDF5File:
         name = check_new_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
+        if ts is not None:
+            commit_timestamp(state, base, ts)  # refused before anything is staged
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:

@@ -8,6 +8,7 @@ from h5vc.versions.commit import (
     GroupCommit,
     Link,
     check_new_version_name,
+    commit_timestamp,
     commit_version,
     staged_chunk_map,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "VersionInfo",
     "VersionLog",
     "check_new_version_name",
+    "commit_timestamp",
     "commit_version",
     "dataset_chunks",
     "format_timestamp",

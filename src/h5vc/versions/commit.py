@@ -15,7 +15,12 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import CorruptDataError, InvalidVersionNameError, VersionExistsError
+from h5vc.errors import (
+    CorruptDataError,
+    InvalidTimestampError,
+    InvalidVersionNameError,
+    VersionExistsError,
+)
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.attributes import read_attributes
@@ -87,6 +92,30 @@ def check_new_version_name(state: FileState, name: Any) -> str:
     return name
 
 
+def commit_timestamp(
+    state: FileState, prev_version: str | None, timestamp: np.datetime64 | None
+) -> np.datetime64:
+    """The timestamp of a new version on ``prev_version``: later than the parent's.
+
+    An explicit ``timestamp`` not after the parent's raises (lookups by time would
+    find the wrong version); the current time is moved one microsecond past the
+    parent's if the clock has not got there (two commits in one microsecond, or a
+    parent stamped in the future).
+    """
+    parent = state.log.info(prev_version).timestamp if prev_version else None
+    if timestamp is None:
+        ts = now()
+        if parent is not None and ts <= parent:
+            ts = parent + np.timedelta64(1, "us")
+        return ts
+    if parent is not None and timestamp <= parent:
+        raise InvalidTimestampError(
+            f"Expected a timestamp after that of the previous version {prev_version!r} "
+            f"({format_timestamp(parent)}). Got {format_timestamp(timestamp)}."
+        )
+    return timestamp
+
+
 def commit_version(
     state: FileState,
     name: str,
@@ -99,7 +128,7 @@ def commit_version(
     author: str | None = None,
 ) -> VersionInfo:
     """Write ``root`` as the new version ``name``; all or nothing."""
-    ts = now() if timestamp is None else timestamp
+    ts = commit_timestamp(state, prev_version, timestamp)
     state.upgrade_layout()
     group = state.versions.create_group(name)
     try:
