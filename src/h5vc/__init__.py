@@ -42,6 +42,7 @@ from h5vc.errors import (
     UnsupportedFormatError,
     VersionExistsError,
     VersionNotFoundError,
+    WriterActiveError,
 )
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
         stats,
         verify,
     )
+    from h5vc.readers import Reader
 
 try:
     __version__ = metadata.version("h5vc")
@@ -67,6 +69,7 @@ except metadata.PackageNotFoundError:  # run from a source tree that is not inst
 _LAZY = {
     "VersionedHDF5File": "h5vc.api",
     "open": "h5vc.api",
+    "Reader": "h5vc.readers",
     **{
         name: "h5vc.lifecycle"
         for name in (
@@ -86,9 +89,11 @@ _SUBPACKAGES = frozenset(
     {
         "api",
         "chunking",
+        "durable",
         "errors",
         "hashing",
         "lifecycle",
+        "readers",
         "samples",
         "staging",
         "store",
@@ -138,10 +143,12 @@ __all__ = [
     "RefNotFoundError",
     "TagImmutableError",
     "UnrelatedHistoriesError",
+    "Reader",
     "UnsupportedFormatError",
     "VersionExistsError",
     "VersionNotFoundError",
     "VersionedHDF5File",
+    "WriterActiveError",
     "__version__",
     "delete_version",
     "delete_versions",

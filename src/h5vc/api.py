@@ -12,6 +12,7 @@ import h5py
 import numpy as np
 
 from h5vc import lifecycle
+from h5vc.durable import files as durable
 from h5vc.errors import (
     AncestorNotFoundError,
     ClosedError,
@@ -87,15 +88,19 @@ class VersionedHDF5File(RefsMixin):
 
     @property
     def f(self) -> h5py.Group:
-        """The h5py file or group this versioned store lives in."""
-        return self._file
+        """The h5py file or group this versioned store lives in.
+
+        A file opened by :func:`open` is reopened when an operation fails (it is
+        restored to the last commit point): look ``f`` up again afterwards.
+        """
+        return self._file if self._state is None else self._state.root
 
     @property
     def file_state(self) -> FileState:
         """The state shared by every handle on this root (raises once closed)."""
         if self._state is None:
             raise ClosedError("This VersionedHDF5File is closed.")
-        if not self._file.id.valid:
+        if not self._state.root.id.valid:
             raise ClosedError(
                 "This VersionedHDF5File's h5py file or group is closed; reopen the file."
             )
@@ -105,7 +110,7 @@ class VersionedHDF5File(RefsMixin):
 
     @property
     def closed(self) -> bool:
-        return self._state is None or not self._file.id.valid
+        return self._state is None or not self._state.root.id.valid
 
     def close(self) -> None:
         """Forget every cache; the h5py file stays open (its owner closes it)."""
@@ -126,7 +131,8 @@ class VersionedHDF5File(RefsMixin):
     @current_version.setter
     def current_version(self, name: str) -> None:
         self._check_writable("set current_version")
-        self._open_state.set_current_version(name)
+        with self._open_state.operation():
+            self._open_state.set_current_version(name)
 
     @property
     def versions(self) -> list[str]:
@@ -245,25 +251,29 @@ class VersionedHDF5File(RefsMixin):
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
         if ts is not None:
-            check_timestamp_order(state, name, base, ts)
+            check_timestamp_order(state, name, base, ts)  # refused before anything is staged
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:
             yield group
-            commit_version(
-                state,
-                name,
-                base,
-                group.to_commit(),
-                timestamp=ts,
-                make_current=make_current,
-                message=message,
-                author=author,
-            )
-            if branch is not None:
-                self._after_branch_commit(branch, name, make_current)
+            with state.operation():
+                commit_version(
+                    state,
+                    name,
+                    base,
+                    group.to_commit(),
+                    timestamp=ts,
+                    make_current=make_current,
+                    message=message,
+                    author=author,
+                )
+                if branch is not None:
+                    self._after_branch_commit(branch, name, make_current)
         except BaseException:
-            state.undo_writes()  # chunks written while staging (large new datasets)
+            # A file from h5vc.open goes back to the last commit point; elsewhere the
+            # chunks written while staging (large new datasets) are taken back.
+            if not state.roll_back():
+                state.undo_writes()
             raise
         finally:
             state.staging = None
@@ -311,36 +321,61 @@ class VersionedHDF5File(RefsMixin):
 
 @contextlib.contextmanager
 def open(
-    path: Any, mode: str = "r", *, data_version: int | None = None, **kwargs: Any
+    path: Any,
+    mode: str = "r",
+    *,
+    data_version: int | None = None,
+    durable_writes: bool = False,
+    **kwargs: Any,
 ) -> Iterator[VersionedHDF5File]:
     """Open the HDF5 file at ``path`` and yield its :class:`VersionedHDF5File`.
 
     The file is closed when the ``with`` block exits.  ``mode`` is h5py's
     (``"r"``, ``"r+"``, ``"a"``, ``"w"``, ``"w-"``/``"x"``); ``data_version`` is
-    the layout of a new file (see :class:`VersionedHDF5File`).  A file created here
-    keeps track of its free space across closes (:data:`h5vc.store.space.FILE_SPACE_OPTIONS`),
-    so space released by ``delete_versions`` is reused by later commits.  ``path`` may
-    also be a URL (``"https://..."``, ``"s3://..."``, read through fsspec; pass fsspec's
-    options as ``storage_options={...}``) or a Python file-like object; both are
-    read-only (see :mod:`h5vc.remote`).
+    the layout of a new file (see :class:`VersionedHDF5File`).
+
+    A file opened for writing is crash safe: a killed process or a failed write never
+    costs a committed version (see "Crash safety" in docs/design.md); one process
+    writes it at a time (:class:`~h5vc.errors.WriterActiveError`).
+    ``durable_writes=True`` also syncs every commit to the disk, so it survives a
+    power loss.  A file created here keeps track of its free space across closes
+    (:data:`h5vc.store.space.FILE_SPACE_OPTIONS`), so space released by
+    ``delete_versions`` is reused by later commits.
+
+    ``path`` may also be a URL (``"https://..."``, ``"s3://..."``, read through
+    fsspec; pass fsspec's options as ``storage_options={...}``) or a Python file-like
+    object; both are read-only (see :mod:`h5vc.remote`).
     """
     from h5vc.remote import is_url, open_h5file
 
     local = isinstance(path, str | os.PathLike) and not is_url(path)
-    if local and mode == "a" and not os.path.exists(path):
-        mode = "w-"  # h5py sets file-creation properties only when told it creates
-    if local and mode in ("w", "w-", "x"):
-        kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close
-    where = os.fspath(path) if local else repr(path)
-    with damaged(where, "The HDF5 file itself (superblock or root group)"):
-        file, close = open_h5file(path, mode, **kwargs)
-    try:
-        vf = VersionedHDF5File(file, data_version=data_version)
+    if not local or mode == "r":
+        if local:
+            durable.recover_abandoned(os.fspath(path))  # a crashed writer's journal
+        where = os.fspath(path) if local else repr(path)
+        with damaged(where, "The HDF5 file itself (superblock or root group)"):
+            file, close = open_h5file(path, mode, **kwargs)
         try:
-            yield vf
+            vf = VersionedHDF5File(file, data_version=data_version)
+            try:
+                yield vf
+            finally:
+                vf.close()
         finally:
-            vf.close()
+            close()
+        return
+    where = os.fspath(path)
+    if mode in ("w", "w-", "x") or (mode == "a" and not os.path.exists(where)):
+        kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close
+    with damaged(where, "The HDF5 file itself (superblock or root group)"):
+        file = durable.open_file(where, mode, durable=durable_writes, **kwargs)
+    written = None
+    try:
+        written = VersionedHDF5File(file, data_version=data_version)
+        yield written
     finally:
-        close()
-    if local and mode != "r":
-        settle(os.fspath(path))  # a later session that writes nothing changes no byte
+        current = file if written is None or written._state is None else written._state.root.file
+        if written is not None:
+            written.close()
+        durable.close_file(current)
+    settle(where)  # a later session that writes nothing changes no byte

@@ -213,3 +213,7 @@ class TimestampOrderError(InvalidTimestampError):
     than or equal to the parent's would make a lookup by time return the wrong
     version.  The first version of a file (no parent) may carry any timestamp.
     """
+
+
+class WriterActiveError(H5vcError, BlockingIOError):
+    """The file is being written by another process (or another handle of this one)."""

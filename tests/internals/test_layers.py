@@ -25,11 +25,12 @@ LAYERS: list[set[str]] = [
     {"h5vc.xarray"},
     {"h5vc.dask"},
     {"h5vc"},  # the package's public names
+    {"h5vc.readers"},
     {"h5vc.api"},
     {"h5vc.lifecycle"},
     {"h5vc.wrappers"},
     {"h5vc.versions"},
-    {"h5vc.store", "h5vc.samples", "h5vc.filecache"},
+    {"h5vc.store", "h5vc.samples", "h5vc.filecache", "h5vc.durable"},
     {"h5vc.staging"},
     {"h5vc.hashing", "h5vc.chunking", "h5vc.remote", "h5vc.blockwrite"},
     {"h5vc.errors"},

@@ -185,3 +185,15 @@ def test_memory_stays_bounded(path: Path) -> None:
             tracemalloc.stop()
         assert peak < 24 * 2**20, f"peak {peak / 2**20:.1f} MiB"
         assert vf["v1"]["x"][:12].tolist() == [-1.0] * 10 + [10.0, 11.0]
+
+
+def test_a_version_longer_than_a_later_one_keeps_its_tail(vfile) -> None:
+    """A chunk shared by a version and a later, shorter one is converted whole."""
+    data = np.arange(1, 1185, dtype=np.float64)
+    with vfile.stage_version("v1") as g:
+        g.create_dataset("x", data=data, chunks=(256,), maxshape=(None,))
+    with vfile.stage_version("v2") as g:
+        g["x"].resize((493,))
+    modify_metadata(vfile, "x", compression="gzip")
+    np.testing.assert_array_equal(vfile["v1"]["x"][:], data)
+    np.testing.assert_array_equal(vfile["v2"]["x"][:], data[:493])

@@ -100,13 +100,15 @@ class RefsMixin:
         self._check_writable(f"create branch {name!r}")
         name = self._new_ref(BRANCH, name)
         head = self._target(at)
-        self._open_state.refs.set(BRANCH, name, head)
+        with self._open_state.operation():
+            self._open_state.refs.set(BRANCH, name, head)
         return head
 
     def delete_branch(self, name: str) -> None:
         """Delete branch ``name`` (not its versions); not the current branch."""
         self._check_writable(f"delete branch {name!r}")
-        self._open_state.refs.delete(BRANCH, name)
+        with self._open_state.operation():
+            self._open_state.refs.delete(BRANCH, name)
 
     def reset_branch(self, name: str, to: str) -> None:
         """Point branch ``name`` at ``to`` (a version, tag or branch)."""
@@ -115,17 +117,19 @@ class RefsMixin:
         state.refs.require(BRANCH, name)
         target = self.resolve(to)
         was_current = self.current_branch == name
-        state.refs.set(BRANCH, name, target)
-        if was_current:
-            state.set_current_version(target)
+        with state.operation():
+            state.refs.set(BRANCH, name, target)
+            if was_current:
+                state.set_current_version(target)
 
     def switch_branch(self, name: str) -> None:
         """Make ``name`` the current branch and its head the current version."""
         self._check_writable(f"switch to branch {name!r}")
         state = self._open_state
         head = state.refs.require(BRANCH, name)
-        state.set_current_version(head)
-        state.refs.set_current_branch(name)
+        with state.operation():
+            state.set_current_version(head)
+            state.refs.set_current_branch(name)
 
     # -- tags ---------------------------------------------------------------------
 
@@ -135,13 +139,15 @@ class RefsMixin:
         self._check_writable(f"create tag {name!r}")
         name = self._new_ref(TAG, name)
         target = self._target(version)
-        self._open_state.refs.set(TAG, name, target)
+        with self._open_state.operation():
+            self._open_state.refs.set(TAG, name, target)
         return target
 
     def delete_tag(self, name: str) -> None:
         """Delete tag ``name`` (not its version)."""
         self._check_writable(f"delete tag {name!r}")
-        self._open_state.refs.delete(TAG, name)
+        with self._open_state.operation():
+            self._open_state.refs.delete(TAG, name)
 
     # -- commits on branches ----------------------------------------------------------
 
@@ -199,23 +205,24 @@ class RefsMixin:
         moves_current = ours == state.current_version
         if name is None:
             name = _merge_name(state, their_version, ours)
-        result = _merge.merge(
-            state,
-            ours,
-            their_version,
-            name,
-            message=message,
-            author=author,
-            on_conflict=on_conflict,
-            allow_unrelated=allow_unrelated,
-            fast_forward=fast_forward,
-            make_current=moves_current,
-            check_name=lambda n: _check_version_name(state, n),
-        )
-        if branch is not None:
-            state.refs.set(BRANCH, branch, result.version)
-        if moves_current and result.kind == "fast-forward":
-            state.set_current_version(result.version)
+        with state.operation():  # one commit point: the version, the branch, current
+            result = _merge.merge(
+                state,
+                ours,
+                their_version,
+                name,
+                message=message,
+                author=author,
+                on_conflict=on_conflict,
+                allow_unrelated=allow_unrelated,
+                fast_forward=fast_forward,
+                make_current=moves_current,
+                check_name=lambda n: _check_version_name(state, n),
+            )
+            if branch is not None:
+                state.refs.set(BRANCH, branch, result.version)
+            if moves_current and result.kind == "fast-forward":
+                state.set_current_version(result.version)
         return result
 
 

@@ -107,20 +107,21 @@ def modify_metadata(
     new = old.updated(path, chunks, filters, dtype, fillvalue)
     if new == old:
         return
-    state.upgrade_layout()
-    scratch = state.version_data.require_group(SCRATCH)
-    try:
-        new_store = _create_store(scratch, path, new)
-        maps = _rewrite(state, store, new_store, objects, old, new)
-    except BaseException:
-        del state.version_data[SCRATCH]
-        raise
-    try:
-        _swap(state, path, new_store, objects, maps, new)
-        del state.version_data[SCRATCH]
-    finally:
-        state.forget()  # stores and virtual datasets were replaced: every cache is stale
-    state.root.file.flush()
+    with state.operation():  # a failure in a file from h5vc.open: all rolled back
+        state.upgrade_layout()
+        scratch = state.version_data.require_group(SCRATCH)
+        try:
+            new_store = _create_store(scratch, path, new)
+            maps = _rewrite(state, store, new_store, objects, old, new)
+        except BaseException:
+            if state.root.id.valid and SCRATCH in state.version_data:
+                del state.version_data[SCRATCH]
+            raise
+        try:
+            _swap(state, path, new_store, objects, maps, new)
+            del state.version_data[SCRATCH]
+        finally:
+            state.forget()  # stores and virtual datasets were replaced: caches are stale
 
 
 class _Settings:
@@ -299,7 +300,8 @@ def _slot_extents(maps: list[ChunkMap], n_slots: int) -> np.ndarray:
             continue
         origin = coords * np.asarray(m.chunks)
         extent = np.minimum(np.asarray(m.chunks), np.asarray(m.shape) - origin)
-        extents[m.slots[tuple(coords.T)]] = extent
+        # A slot shared by versions of different lengths keeps what the longest reads.
+        np.maximum.at(extents, m.slots[tuple(coords.T)], extent)
     return extents
 
 

@@ -15,6 +15,7 @@ import os
 
 import h5py
 
+from h5vc.durable.files import recover_abandoned
 from h5vc.errors import NotVersionedError
 from h5vc.store import layout
 from h5vc.store.space import FILE_SPACE_OPTIONS
@@ -34,6 +35,7 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
             f"Expected a path where a new file can be written. Got {os.fspath(dst)!r}, "
             f"which already exists."
         )
+    recover_abandoned(os.fspath(src))  # a crashed writer's journal is rolled back first
     with h5py.File(src, "r") as source:
         if layout.VERSION_DATA not in source:
             raise NotVersionedError(

@@ -68,4 +68,6 @@ ATTR_LARGEST_INDEX = "largest_index"
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S.%f%z"
 
 HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,))])
+#: 12 KiB chunks: a file of many small datasets does not pay 192 KiB for each hash
+#: table, and a commit rewrites (and journals) only the small chunk its rows went to.
 HASH_TABLE_CHUNKS = (256,)

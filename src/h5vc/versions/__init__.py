@@ -9,6 +9,7 @@ from h5vc.versions.commit import (
     Link,
     check_new_version_name,
     check_timestamp_order,
+    commit_timestamp,
     commit_version,
     staged_chunk_map,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "VersionLog",
     "check_new_version_name",
     "check_timestamp_order",
+    "commit_timestamp",
     "commit_version",
     "dataset_chunks",
     "format_timestamp",

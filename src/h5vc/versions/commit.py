@@ -108,6 +108,26 @@ def check_timestamp_order(
         )
 
 
+def commit_timestamp(
+    state: FileState, name: str, prev_version: str | None, timestamp: np.datetime64 | None
+) -> np.datetime64:
+    """The timestamp of a new version on ``prev_version``: later than the parent's.
+
+    An explicit ``timestamp`` not after the parent's raises (lookups by time would
+    find the wrong version); the current time is moved one microsecond past the
+    parent's if the clock has not got there (two commits in one microsecond, or a
+    parent stamped in the future).
+    """
+    if timestamp is not None:
+        check_timestamp_order(state, name, prev_version, timestamp)
+        return timestamp
+    ts = now()
+    if prev_version is None or prev_version == layout.FIRST_VERSION:
+        return ts
+    parent = state.log.info(prev_version).timestamp
+    return ts if ts > parent else parent + np.timedelta64(1, "us")
+
+
 def commit_version(
     state: FileState,
     name: str,
@@ -123,9 +143,7 @@ def commit_version(
     """Write ``root`` as the new version ``name``; all or nothing.
 
     ``merge_parents`` are the parents of a merge after ``prev_version``."""
-    if timestamp is not None:
-        check_timestamp_order(state, name, prev_version, timestamp)
-    ts = now() if timestamp is None else timestamp
+    ts = commit_timestamp(state, name, prev_version, timestamp)
     state.upgrade_layout()
     group = state.versions.create_group(name)
     try:

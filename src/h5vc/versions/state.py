@@ -12,12 +12,15 @@ nothing of the layers above; they key their own caches on :attr:`FileState.gener
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import h5py
 import numpy as np
 
+from h5vc.durable import files as durable
 from h5vc.errors import (
     CorruptDataError,
     ReadOnlyError,
@@ -55,7 +58,7 @@ class FileState:
 
         ``data_version`` is the layout of a root not versioned yet (default: h5vc's).
         """
-        key = (root.file.id.fileno, root.name or "/", root.file.mode)
+        key = _state_key(root)
         state = _SHARED_STATES.get(key)
         if state is None or not state.root.id.valid:
             state = _SHARED_STATES[key] = cls(root, data_version)
@@ -316,6 +319,38 @@ class FileState:
         self.drop_caches()
         self.log.reload()
         self.refs.reload()
+
+    @contextlib.contextmanager
+    def operation(self) -> Iterator[None]:
+        """Run one writing operation: it ends in a commit point, or is rolled back.
+
+        In a file opened by :func:`h5vc.open` a failure restores the file to the last
+        commit point and reopens it (this state then starts afresh); elsewhere the
+        file is only flushed, and the caller undoes what it can.
+        """
+        try:
+            yield
+            durable.commit_point(self.root)
+        except BaseException:
+            self.roll_back()
+            raise
+
+    def roll_back(self) -> bool:
+        """Restore the file to its last commit point if h5vc opened it; True if so."""
+        old_key = _state_key(self.root)
+        root = durable.roll_back(self.root)
+        if root is None:
+            return False
+        generation = self.generation
+        self.__init__(root)  # type: ignore[misc]
+        self.generation = generation + 1  # views kept above are stale
+        _SHARED_STATES.pop(old_key, None)
+        _SHARED_STATES[_state_key(root)] = self
+        return True
+
+
+def _state_key(root: h5py.Group) -> tuple[Any, str, str]:
+    return (root.file.id.fileno, root.name or "/", root.file.mode)
 
 
 #: The state of every versioned root in use, by (file number, root name, file mode).

@@ -1,0 +1,250 @@
+"""Opening versioned files so that no crash, failed write or second writer costs a
+committed version.
+
+Files opened for writing by :func:`h5vc.open` go through a :class:`~h5vc.durable.journal.
+JournaledFile`: h5vc marks a *commit point* at the end of every commit,
+``delete_versions`` and ``modify_metadata`` (:func:`commit_point`), and an operation
+that fails is undone by :func:`roll_back`, which restores the file to the last commit
+point and reopens it. A leftover journal is rolled back whenever the file is opened.
+
+One process writes a file at a time: a writer holds an open-file-description lock on
+a byte range far beyond the end of the file (so HDF5's own ``flock`` of readers is not
+involved); a second writer gets :class:`~h5vc.errors.WriterActiveError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import time
+from typing import Any
+
+import h5py
+
+from h5vc.durable.journal import JournaledFile, journal_path, recover
+from h5vc.errors import WriterActiveError
+
+__all__ = [
+    "close_file",
+    "commit_point",
+    "journal_of",
+    "ReadLock",
+    "open_file",
+    "recover_abandoned",
+    "roll_back",
+]
+
+_WRITER_BYTE = 1 << 62  # beyond any real file: the locks never cover data
+#: Held exclusively while bytes of the last commit point change on disk, shared by
+#: readers while they read (:class:`ReadLock`).
+_APPLY_BYTE = _WRITER_BYTE + 1
+_SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
+
+
+class _Open:
+    """What h5vc keeps for a file it opened for writing."""
+
+    def __init__(self, journal: JournaledFile, lock_fd: int):
+        self.journal = journal
+        self.lock_fd = lock_fd
+
+
+#: HDF5's file number -> the journal and lock of a file h5vc opened for writing.
+_OPEN: dict[Any, _Open] = {}
+#: Real paths this process has open for writing (a second writer here is refused too).
+_WRITING: set[str] = set()
+
+
+def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) -> bool:
+    """Take (or with ``F_UNLCK`` release) a lock on one byte; False if it is taken."""
+    command = _SET_LOCK if not blocking else getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
+    request = struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
+    try:
+        fcntl.fcntl(fd, command, request)
+    except OSError as err:
+        if err.errno in (errno.EACCES, errno.EAGAIN):
+            return False
+        raise
+    return True
+
+
+def _apply_lock(fd: int) -> Any:
+    def change(take: bool) -> None:
+        _lock(fd, fcntl.F_WRLCK if take else fcntl.F_UNLCK, blocking=take, byte=_APPLY_BYTE)
+
+    return change
+
+
+class ReadLock:
+    """Keeps a writer from changing committed bytes while a reader reads.
+
+    ``with lock:`` waits while a writer is at a commit point, then holds it off until
+    the block ends. :attr:`changed` tells whether the file changed since the last
+    time it was looked at under the lock (HDF5's cached view of it is then stale).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_RDONLY)
+        self._seen: tuple[int, int] | None = None
+        self._settled = False
+        self.changed = True
+
+    def __enter__(self) -> ReadLock:
+        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        info = os.fstat(self._fd)
+        stamp = (info.st_size, info.st_mtime_ns)
+        # A change within the clock tick of the stamp seen last leaves it the same:
+        # the stamp is trusted once it is older than any tick.
+        self.changed = stamp != self._seen or not self._settled
+        self._seen = stamp
+        self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _writer_busy_error(path: str) -> WriterActiveError:
+    return WriterActiveError(
+        f"Cannot open {path!r} for writing: another process is writing it (it holds "
+        f"h5vc's writer lock). Open it read-only, or wait until that process closes it."
+    )
+
+
+def open_file(
+    path: str | os.PathLike[str], mode: str, *, durable: bool = False, **kwargs: Any
+) -> h5py.File:
+    """Open ``path`` with h5py's ``mode``; writable modes go through the journal.
+
+    ``durable=True`` also syncs the journal and the file to the disk at every commit
+    point, which makes commits survive a power loss, not only a killed process.
+    """
+    path = os.fspath(path)
+    if mode == "r":
+        recover_abandoned(path)
+        return h5py.File(path, "r", **kwargs)
+    if mode not in ("r+", "a", "w", "w-", "x"):
+        raise ValueError(f"Expected an h5py mode (r, r+, a, w, w-, x). Got {mode!r}.")
+    exists = os.path.exists(path)
+    if mode in ("w-", "x") and exists:
+        raise FileExistsError(f"Cannot create {path!r}: it already exists (mode {mode!r}).")
+    if mode == "r+" and not exists:
+        raise FileNotFoundError(f"Cannot open {path!r} with mode 'r+': no such file.")
+    real = os.path.realpath(path)
+    if real in _WRITING:
+        raise WriterActiveError(
+            f"Cannot open {path!r} for writing: this process already has it open for "
+            f"writing. Close that handle first."
+        )
+    lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        if not _lock(lock_fd, fcntl.F_WRLCK):
+            raise _writer_busy_error(path)
+        create = mode in ("w", "w-", "x") or not exists or os.path.getsize(path) == 0
+        journal = JournaledFile(
+            path, create=create, durable=durable, apply_lock=_apply_lock(lock_fd)
+        )
+        try:
+            file = h5py.File(journal, "w" if create else "r+", **kwargs)
+        except BaseException:
+            journal.close()
+            raise
+    except BaseException:
+        os.close(lock_fd)
+        raise
+    _OPEN[file.id.fileno] = _Open(journal, lock_fd)
+    _WRITING.add(real)
+    return file
+
+
+def recover_abandoned(path: str) -> None:
+    """Roll back a journal left by a crashed writer, unless a writer is at work."""
+    if not os.path.exists(journal_path(path)):
+        return
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError:
+        return  # read-only to us: HDF5 reads what is there (the journal stays)
+    try:
+        if _lock(fd, fcntl.F_WRLCK):  # no writer: the journal is left from a crash
+            _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_APPLY_BYTE)
+            recover(path)
+    finally:
+        os.close(fd)
+
+
+def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:
+    opened = _OPEN.get(file.file.id.fileno) if file.id.valid else None
+    return None if opened is None else opened.journal
+
+
+def commit_point(root: h5py.Group) -> None:
+    """Flush HDF5 and make everything written so far the file's committed state.
+
+    Raises ``OSError`` if a write failed since the last commit point (the caller
+    then calls :func:`roll_back`). Files not opened by h5vc are only flushed.
+    """
+    root.file.flush()
+    journal = journal_of(root)
+    if journal is not None:
+        journal.commit()
+
+
+def roll_back(root: h5py.Group) -> h5py.Group | None:
+    """Restore the file of ``root`` to its last commit point and reopen it.
+
+    Returns the same group in the reopened file, or ``None`` if the file was not
+    opened through h5vc (nothing is done then).
+    """
+    fileno = root.file.id.fileno
+    opened = _OPEN.get(fileno)
+    if opened is None:
+        return None
+    name = root.name or "/"
+    journal = opened.journal
+    journal.roll_back()
+    journal.discarding = True
+    with contextlib.suppress(Exception):
+        root.file.close()
+    journal.discarding = False
+    del _OPEN[fileno]
+    file = h5py.File(journal, "r+")
+    _OPEN[file.id.fileno] = opened
+    return file[name]
+
+
+def close_file(file: h5py.File) -> None:
+    """Close a file from :func:`open_file`: its last writes are committed.
+
+    If a write failed since the last commit point, the file is rolled back to it
+    and the error raised.
+    """
+    opened = _OPEN.pop(file.id.fileno, None) if file.id.valid else None
+    if opened is None:
+        if file.id.valid:
+            file.close()
+        return
+    try:
+        file.close()
+        try:
+            opened.journal.commit()
+        except OSError:
+            opened.journal.roll_back()  # the file stays at its last commit point
+            raise
+    finally:
+        _WRITING.discard(os.path.realpath(opened.journal.path))
+        opened.journal.close()
+        os.close(opened.lock_fd)

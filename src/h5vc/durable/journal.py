@@ -1,0 +1,475 @@
+"""A rollback journal under HDF5: the file is always its last committed state, or
+can be brought back to it.
+
+HDF5 writes metadata in place, at moments of its choosing (cache evictions, flushes,
+file-space reuse), and keeps no journal: a process killed while it writes leaves torn
+metadata. h5vc therefore opens writable files through HDF5's ``fileobj`` driver with a
+:class:`JournaledFile`, which sees every read and write HDF5 makes.
+
+Between two *commit points* (an epoch), bytes beyond the size the file had when the
+epoch began (its *base*) are written straight to the file: nothing committed refers to
+them. Bytes below the base are *old*: a write to them is held in memory (an overlay of
+4 KiB pages, which reads see) until :meth:`JournaledFile.commit`, which
+
+1. appends the original content of every such page to ``<file>.h5vc-journal`` and
+   fsyncs it (the header, written first in an epoch, records the base);
+2. writes the held pages into the file and fsyncs it;
+3. marks the journal clean (one in-place header write, fsync'd).
+
+A process killed anywhere before step 3 leaves a journal whose records restore every
+old page it overwrote; :func:`recover` (run when the file is next opened) puts them
+back and truncates the file to the base: the file is exactly as at the last commit
+point. If the held pages exceed a budget, they are spilled early the same way (steps
+1 and 2), and the epoch stays open. A truncation below the base journals the bytes it
+cuts off first.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+import zlib
+from bisect import bisect_left
+from collections.abc import Callable
+
+from h5vc.errors import CorruptDataError
+
+__all__ = ["JOURNAL_SUFFIX", "JournaledFile", "journal_path", "recover"]
+
+JOURNAL_SUFFIX = ".h5vc-journal"
+PAGE = 4096
+#: Old pages held in memory before they are spilled (journaled and written) early.
+SPILL_BYTES = 64 << 20
+
+_MAGIC = b"H5VCJRN1"
+_HEADER = struct.Struct("<8sBQQ")  # magic, state, epoch, base size
+_RECORD = struct.Struct("<QQII")  # epoch, offset, length, crc32 of the bytes
+_DIRTY, _CLEAN = 1, 0
+
+
+def journal_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path) + JOURNAL_SUFFIX
+
+
+def _sync(fd: int, durable: bool) -> None:
+    if durable:
+        os.fdatasync(fd)
+
+
+def _read_records(fd: int, epoch: int) -> list[tuple[int, bytes]]:
+    """Every complete record of ``epoch``, in order; stops at the first that is not."""
+    records = []
+    position = _HEADER.size
+    while True:
+        head = os.pread(fd, _RECORD.size, position)
+        if len(head) < _RECORD.size:
+            break
+        rec_epoch, offset, length, crc = _RECORD.unpack(head)
+        data = os.pread(fd, length, position + _RECORD.size)
+        if rec_epoch != epoch or len(data) != length or zlib.crc32(data) != crc:
+            break
+        records.append((offset, data))
+        position += _RECORD.size + length
+    return records
+
+
+def recover(path: str | os.PathLike[str], *, durable: bool = True) -> bool:
+    """Roll ``path`` back to its last commit point if a journal says it was left
+    mid-epoch; remove the journal. Returns True if anything was rolled back.
+
+    A file created in an epoch that never committed (base 0) is left empty: a writer
+    may hold a lock on it, so it is not removed.
+    """
+    jpath = journal_path(path)
+    try:
+        jfd = os.open(jpath, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        header = os.pread(jfd, _HEADER.size, 0)
+        dirty = False
+        if len(header) == _HEADER.size:
+            magic, state, epoch, base = _HEADER.unpack(header)
+            if magic != _MAGIC:
+                raise CorruptDataError(
+                    f"Expected an h5vc journal at {jpath!r}; its header is not one. Move it "
+                    f"away only if {os.fspath(path)!r} was never written by h5vc."
+                )
+            dirty = state == _DIRTY
+        if dirty:
+            _roll_back(os.fspath(path), _read_records(jfd, epoch), base, durable)
+    finally:
+        os.close(jfd)
+    os.unlink(jpath)
+    return dirty
+
+
+def _roll_back(path: str, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:
+    if not os.path.exists(path):
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, base)
+        for offset, data in records:
+            os.pwrite(fd, data, offset)
+        _sync(fd, durable)
+    finally:
+        os.close(fd)
+
+
+class JournaledFile:
+    """A binary file object for HDF5's ``fileobj`` driver that journals old bytes.
+
+    ``fault`` (tests only) is called before every write to the file or the journal
+    with the kind of write; raising from it simulates a failing disk.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = False,
+        durable: bool = True,
+        fault: Callable[[str], None] | None = None,
+        apply_lock: Callable[[bool], None] | None = None,
+    ):
+        self.path = os.fspath(path)
+        #: Called with True before bytes of the last commit point change on disk (a
+        #: spill, a commit point, a roll-back) and with False once they are consistent
+        #: again: readers are kept out meanwhile (see h5vc.durable.files).
+        self.apply_lock = apply_lock
+        self._applying = False
+        self.durable = durable
+        self.fault = fault
+        flags = os.O_RDWR | (os.O_CREAT | os.O_TRUNC if create else 0)
+        recover(self.path, durable=durable)
+        self._fd = os.open(self.path, flags, 0o666)
+        self._jfd: int | None = None
+        self._epoch = 0
+        self._position = 0
+        self._size = os.fstat(self._fd).st_size
+        self._base = self._size
+        self._journaled: set[int] = set()  # old pages whose original is in the journal
+        self._held: dict[int, bytearray] = {}  # old page -> its new content
+        self._held_sorted: list[int] = []
+        self._memory: dict[int, bytearray] = {}  # after a failed write: every page written
+        self._journal_end = _HEADER.size
+        self._started = False
+        #: Set when HDF5 closes the file after a roll-back: its last writes go nowhere.
+        self.discarding = False
+        #: The first write that failed in this epoch: the epoch can only be rolled back
+        #: (HDF5 sometimes swallows the error of a write it makes on its own).
+        self.failed: BaseException | None = None
+        if create:
+            self._start_epoch()  # a new file is removed if its first epoch does not commit
+
+    def __repr__(self) -> str:
+        return self.path  # h5py shows it as the file's name
+
+    # -- the file-object protocol HDF5's fileobj driver uses --------------------------
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if whence == 0:
+            self._position = offset
+        elif whence == 1:
+            self._position += offset
+        else:
+            self._position = self._size + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        count = self._read_raw(memoryview(buffer).cast("B"), self._position)
+        self._position += count
+        return count
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            size = max(0, self._size - self._position)
+        buffer = bytearray(size)
+        count = self.readinto(buffer)
+        return bytes(buffer[:count])
+
+    def write(self, data: bytes | memoryview | bytearray) -> int:
+        view = memoryview(data).cast("B")
+        if self.failed is not None:
+            return self._write_to_memory(view)
+        try:
+            return self._write(view)
+        except Exception as err:
+            # Not raised: h5py leaves an error raised here set for the next call into
+            # Python. The disk is left alone from now on, HDF5 goes on seeing what it
+            # wrote, and the next commit point raises.
+            self.failed = err
+            return self._write_to_memory(view)
+
+    def _write(self, view: memoryview) -> int:
+        start = self._position
+        stop = start + len(view)
+        if self.discarding:
+            self._position = stop
+            return len(view)
+        self._start_epoch()
+        cut = min(max(start, self._base), stop)
+        if start < cut:
+            self._hold(view[: cut - start], start)
+        if cut < stop:
+            self._check_fault("write")
+            os.pwrite(self._fd, view[cut - start :], cut)
+        self._size = max(self._size, stop)
+        self._position = stop
+        if len(self._held) * PAGE > SPILL_BYTES:
+            self._spill()
+        return len(view)
+
+    def truncate(self, size: int | None = None) -> int:
+        size = self._position if size is None else size
+        if self.discarding:
+            return size
+        if self.failed is not None:
+            self._size = size
+            return size
+        try:
+            return self._truncate(size)
+        except Exception as err:
+            self.failed = err
+            self._size = size
+            return size
+
+    def _truncate(self, size: int) -> int:
+        self._start_epoch()
+        if size < self._base:
+            self._spill(extra=range(size // PAGE, (self._base + PAGE - 1) // PAGE))
+        self._check_fault("truncate")
+        os.ftruncate(self._fd, size)
+        self._size = size
+        return size
+
+    def flush(self) -> None:
+        """HDF5 flushed its caches: nothing to do, old pages stay held until commit."""
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    # -- epochs -----------------------------------------------------------------------
+
+    @property
+    def in_epoch(self) -> bool:
+        """True if anything was written since the last commit point."""
+        return self._started
+
+    def commit(self) -> None:
+        """Make everything written so far the file's committed state.
+
+        Raises ``OSError`` if a write failed since the last commit point.
+        """
+        if self.discarding:
+            return
+        if self.failed is not None:
+            raise OSError(
+                getattr(self.failed, "errno", None) or errno.EIO,
+                f"Cannot commit the changes to {self.path!r}: a write to it failed "
+                f"({self.failed}); they must be rolled back.",
+            ) from self.failed
+        if not self._started:
+            return
+        try:
+            self._commit()
+        except BaseException as err:
+            self.failed = self.failed or err
+            raise
+
+    def _commit(self) -> None:
+        self._spill()
+        _sync(self._fd, self.durable)
+        assert self._jfd is not None
+        self._check_fault("journal")
+        os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _CLEAN, self._epoch, self._size), 0)
+        _sync(self._jfd, self.durable)
+        self._started = False
+        self._base = self._size
+        self._journaled.clear()
+        self._leave_apply()
+
+    def _enter_apply(self) -> None:
+        if not self._applying and self.apply_lock is not None:
+            self.apply_lock(True)
+            self._applying = True
+
+    def _leave_apply(self) -> None:
+        if self._applying and self.apply_lock is not None:
+            self._applying = False
+            self.apply_lock(False)
+
+    def roll_back(self) -> None:
+        """Undo everything written since the last commit point, in the file itself.
+
+        HDF5's view of the file is stale afterwards: the h5py file must be closed
+        (with :attr:`discarding` set, so its last writes go nowhere) and reopened.
+        """
+        self._held.clear()
+        self._held_sorted.clear()
+        self._memory.clear()
+        if self._started:
+            assert self._jfd is not None
+            records = _read_records(self._jfd, self._epoch)
+            self._enter_apply()
+            _roll_back_open(self._fd, records, self._base, self.durable)
+            os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _CLEAN, self._epoch, self._base), 0)
+            _sync(self._jfd, self.durable)
+        self._size = self._base
+        self._journaled.clear()
+        self._started = False
+        self.failed = None
+        self._leave_apply()
+
+    def close(self) -> None:
+        """Close the file; a clean journal is removed. Does not commit."""
+        if self._fd < 0:
+            return
+        self._leave_apply()
+        os.close(self._fd)
+        self._fd = -1
+        if self._jfd is not None:
+            os.close(self._jfd)
+            self._jfd = None
+            if not self._started:
+                os.unlink(journal_path(self.path))
+
+    # -- internals --------------------------------------------------------------------
+
+    def _write_to_memory(self, view: memoryview) -> int:
+        """After a failed write: keep what HDF5 writes in memory, for it to read back."""
+        start = self._position
+        position = start
+        while position < start + len(view):
+            page = position // PAGE
+            offset = position - page * PAGE
+            count = min(PAGE - offset, start + len(view) - position)
+            held = self._memory.get(page)
+            if held is None:
+                held = bytearray(PAGE)
+                self._read_raw(memoryview(held), page * PAGE)
+                self._memory[page] = held
+            held[offset : offset + count] = view[position - start : position - start + count]
+            position += count
+        self._size = max(self._size, position)
+        self._position = position
+        return len(view)
+
+    def _read_raw(self, view: memoryview, start: int) -> int:
+        """Read from the file, then what is held, then what is in memory."""
+        count = os.preadv(self._fd, [view], start)
+        stop = start + len(view)
+        if (self._held and start < self._base) or self._memory:
+            count = max(count, min(stop, self._size) - start)
+            if self._held and start < self._base:
+                self._patch(view, start, stop, self._held, self._held_sorted)
+            if self._memory:
+                pages = sorted(p for p in self._memory if start // PAGE <= p <= stop // PAGE)
+                self._patch(view, start, stop, self._memory, pages)
+        return count
+
+    def _check_fault(self, kind: str) -> None:
+        if self.fault is not None:
+            self.fault(kind)
+
+    def _start_epoch(self) -> None:
+        if self._started:
+            return
+        if self._jfd is None:
+            self._jfd = os.open(journal_path(self.path), os.O_RDWR | os.O_CREAT, 0o666)
+        self._epoch += 1
+        self._check_fault("journal")
+        os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _DIRTY, self._epoch, self._base), 0)
+        if self._base == 0:
+            _sync(self._jfd, self.durable)  # else the first spill syncs it with its records
+        self._journal_end = _HEADER.size
+        self._started = True
+
+    def _old_page(self, page: int) -> bytearray:
+        start = page * PAGE
+        length = min(PAGE, self._base - start)
+        content = bytearray(os.pread(self._fd, length, start))
+        content.extend(bytes(length - len(content)))
+        return content
+
+    def _hold(self, view: memoryview, start: int) -> None:
+        position = start
+        while position < start + len(view):
+            page = position // PAGE
+            offset = position - page * PAGE
+            count = min(PAGE - offset, start + len(view) - position)
+            chunk = view[position - start : position - start + count]
+            if page in self._journaled:
+                self._check_fault("write")
+                os.pwrite(self._fd, chunk, position)
+            else:
+                held = self._held.get(page)
+                if held is None:
+                    held = self._held[page] = self._old_page(page)
+                    self._held_sorted.insert(bisect_left(self._held_sorted, page), page)
+                held[offset : offset + count] = chunk
+            position += count
+
+    @staticmethod
+    def _patch(
+        view: memoryview, start: int, stop: int, pages: dict[int, bytearray], order: list[int]
+    ) -> None:
+        first = bisect_left(order, start // PAGE)
+        for page in order[first:]:
+            page_start = page * PAGE
+            if page_start >= stop:
+                break
+            held = pages[page]
+            lo = max(start, page_start)
+            hi = min(stop, page_start + len(held))
+            view[lo - start : hi - start] = held[lo - page_start : hi - page_start]
+
+    def _spill(self, extra: range = range(0)) -> None:
+        """Journal the originals of the held pages (and of ``extra`` pages), sync the
+        journal, then write the held pages into the file."""
+        pages = sorted(set(self._held) | {p for p in extra if p not in self._journaled})
+        pages = [p for p in pages if p not in self._journaled and p * PAGE < self._base]
+        if pages or self._held:
+            self._enter_apply()  # held until the commit point ends
+        if pages:
+            assert self._jfd is not None
+            parts = []
+            for page in pages:
+                original = self._old_page(page)
+                parts.append(
+                    _RECORD.pack(self._epoch, page * PAGE, len(original), zlib.crc32(original))
+                )
+                parts.append(bytes(original))
+            self._check_fault("journal")
+            blob = b"".join(parts)
+            os.pwrite(self._jfd, blob, self._journal_end)
+            self._journal_end += len(blob)
+            _sync(self._jfd, self.durable)
+            self._journaled.update(pages)
+        for page in self._held_sorted:
+            self._check_fault("write")
+            os.pwrite(self._fd, self._held[page], page * PAGE)
+        self._held.clear()
+        self._held_sorted.clear()
+
+
+def _roll_back_open(fd: int, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:
+    os.ftruncate(fd, base)
+    for offset, data in records:
+        os.pwrite(fd, data, offset)
+    _sync(fd, durable)

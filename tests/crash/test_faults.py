@@ -1,0 +1,114 @@
+"""A write that fails at any point of a commit, ``delete_versions`` or
+``modify_metadata`` leaves every earlier version intact, the operation undone, and the
+file ready for the next operation."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import h5vc
+from h5vc.durable import files
+from h5vc.durable.journal import JournaledFile
+
+Operation = Callable[[h5vc.VersionedHDF5File], None]
+#: Fail every EVERY-th write (1: every one, as a long run does).
+EVERY = int(os.environ.get("H5VC_FAULT_EVERY", "4"))
+
+
+def _build(path: Path) -> dict[str, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    model: dict[str, dict[str, np.ndarray]] = {}
+    with h5vc.open(str(path), "w") as vf:
+        x = rng.integers(0, 1000, 6000)
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=x, chunks=(256,), maxshape=(None,))
+            g.create_dataset("y", data=np.ones((30, 4)), chunks=(8, 4))
+        model["v1"] = {"x": x.copy(), "y": np.ones((30, 4))}
+        for number in range(2, 5):
+            x[number * 100 : number * 100 + 300] = number
+            with vf.stage_version(f"v{number}") as g:
+                g["x"][number * 100 : number * 100 + 300] = number
+            model[f"v{number}"] = {"x": x.copy(), "y": np.ones((30, 4))}
+    return model
+
+
+def _commit(vf: h5vc.VersionedHDF5File) -> None:
+    with vf.stage_version("new") as g:
+        g["x"].resize((7000,))
+        g["x"][5990:6010] = -5
+        g.create_dataset("z", data=np.arange(2000.0), chunks=(100,))
+
+
+OPERATIONS: dict[str, Operation] = {
+    "commit": _commit,
+    "delete_versions": lambda vf: h5vc.delete_versions(vf, ["v2", "v3"]),
+    "modify_metadata": lambda vf: h5vc.modify_metadata(vf, "x", chunks=(512,)),
+}
+
+
+def _check(vf: h5vc.VersionedHDF5File, model: dict[str, dict[str, np.ndarray]]) -> None:
+    assert vf.versions == list(model)
+    _check_versions(vf, model)
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_a_failing_write_anywhere_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    """The k-th write fails, for every k: an I/O error or, every other k, a full disk."""
+    original = tmp_path / "original.h5"
+    model = _build(original)
+    path = tmp_path / "data.h5"
+    failing = 0
+    while True:
+        failing += EVERY
+        shutil.copy(original, path)
+        count = 0
+
+        def fault(kind: str, failing: int = failing) -> None:
+            nonlocal count
+            count += 1
+            if count == failing:
+                code = errno.ENOSPC if failing % 2 else errno.EIO
+                raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=fault))
+        succeeded = False
+        with contextlib.suppress(OSError), h5vc.open(str(path), "r+") as vf:
+            try:
+                OPERATIONS[operation](vf)
+            except OSError:
+                assert count >= failing
+                _check(vf, model)  # the operation is undone, in the same handle
+                _commit(vf)  # and the next one succeeds
+                assert vf["new"]["x"][5995] == -5
+            else:
+                succeeded = True
+            writes = count
+        # A write failing as the file is closed (HDF5's last flush) raises, and the
+        # file stays at the commit point before it.
+        monkeypatch.undo()
+        if succeeded:
+            assert writes < failing, "an operation whose write failed must raise"
+            if count < failing:
+                break
+            continue
+        with h5vc.open(str(path)) as vf:
+            assert vf.versions == [*model, "new"]
+            _check_versions(vf, model)
+    assert failing > 5, "the operation writes"
+
+
+def _check_versions(vf: h5vc.VersionedHDF5File, model: dict[str, dict[str, np.ndarray]]) -> None:
+    for name, datasets in model.items():
+        for path, expected in datasets.items():
+            np.testing.assert_array_equal(vf[name][path][()], expected, err_msg=f"{name}/{path}")
