@@ -63,14 +63,16 @@ def _shuffle(data: bytes | memoryview, size: int) -> bytes:
     raw = np.frombuffer(data, dtype=np.uint8)
     n = len(raw) // size
     body = raw[: n * size].reshape(n, size).T.tobytes()
-    return body + raw[n * size :].tobytes()
+    return body + raw[n * size :].tobytes() if n * size < len(raw) else body
 
 
-def _unshuffle(data: bytes | memoryview, size: int) -> bytes:
+def _unshuffle_into(data: bytes | memoryview, size: int, out: np.ndarray) -> None:
+    """HDF5's shuffle undone from ``data`` into the bytes ``out`` (trailing bytes that
+    make no whole element stay where they are, as HDF5 leaves them)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     n = len(raw) // size
-    body = raw[: n * size].reshape(size, n).T.tobytes()
-    return body + raw[n * size :].tobytes()
+    out[: n * size].reshape(n, size)[...] = raw[: n * size].reshape(size, n).T
+    out[n * size :] = raw[n * size :]
 
 
 class _Filter:
@@ -110,7 +112,9 @@ class _Filter:
 
     def decode(self, data: Any) -> Any:
         if self.code == FILTER_SHUFFLE:
-            return _unshuffle(data, self.size)
+            out = np.empty(len(data), dtype=np.uint8)
+            _unshuffle_into(data, self.size, out)
+            return out
         if self.code == FILTER_DEFLATE:
             return zlib.decompress(data)
         if self.code == FILTER_BLOSC:
@@ -120,6 +124,24 @@ class _Filter:
         from numcodecs import Zstd
 
         return Zstd().decode(data)
+
+    def decode_into(self, data: Any, out: np.ndarray) -> None:
+        """Decode ``data`` into the bytes ``out``, which it must fill exactly."""
+        if self.code == FILTER_SHUFFLE:
+            if len(data) != len(out):
+                raise ValueError(f"Expected {len(out)} shuffled bytes. Got {len(data)}.")
+            _unshuffle_into(data, self.size, out)
+            return
+        if self.code == FILTER_BLOSC:
+            from numcodecs import blosc
+
+            if len(data) >= 16 and int.from_bytes(bytes(data[4:8]), "little") == len(out):
+                blosc.decompress(data, out)
+                return
+        decoded = np.frombuffer(self.decode(data), dtype=np.uint8)
+        if len(decoded) != len(out):
+            raise ValueError(f"Expected a decoded chunk of {len(out)} bytes. Got {len(decoded)}.")
+        out[...] = decoded
 
 
 class Pipeline:
@@ -139,15 +161,23 @@ class Pipeline:
     def decode(self, stored: Any, filter_mask: int = 0) -> bytes:
         """The chunk's bytes from what HDF5 stored; ``filter_mask`` bit ``i`` set means
         filter ``i`` was skipped when the chunk was written."""
+        out = np.empty(self.chunk_bytes, dtype=np.uint8)
+        self.decode_into(stored, filter_mask, out)
+        return out.tobytes()
+
+    def decode_into(self, stored: Any, filter_mask: int, out: np.ndarray) -> None:
+        """Decode a stored chunk into ``out``: its bytes, C-contiguous and writable (the
+        last filter undone writes straight into it)."""
+        applied = [f for i, f in enumerate(self.filters) if not filter_mask >> i & 1]
         data = stored
-        for position in range(len(self.filters) - 1, -1, -1):
-            if not filter_mask >> position & 1:
-                data = self.filters[position].decode(data)
-        if len(data) != self.chunk_bytes:
-            raise ValueError(
-                f"Expected a decoded chunk of {self.chunk_bytes} bytes. Got {len(data)}."
-            )
-        return bytes(data) if not isinstance(data, bytes) else data
+        for item in applied[:0:-1]:
+            data = item.decode(data)
+        if applied:
+            applied[0].decode_into(data, out)
+        elif len(data) == len(out):
+            out[...] = np.frombuffer(data, dtype=np.uint8)
+        else:
+            raise ValueError(f"Expected a stored chunk of {len(out)} bytes. Got {len(data)}.")
 
 
 def pipeline_of(dcpl: Any, itemsize: int, chunk_bytes: int) -> Pipeline | None:

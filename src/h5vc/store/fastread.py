@@ -251,15 +251,27 @@ class FastReader:
         assert pipeline is not None
         chunks, dtype, fd = self.chunks, self.dtype, self.fd
 
+        local = threading.local()
+        whole = [0] * (len(chunks) - 1)
+
         def decode(item: tuple[_Task, Any]) -> None:
             task, stored = item
-            data = pipeline.decode(stored, int(table.masks[task.slot]))
-            chunk = np.frombuffer(data, dtype=dtype).reshape(chunks)
-            where = (
-                slice(*task.rows),
-                *(slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])),
-            )
-            destination[task.destination_box()] = chunk[where]
+            target = destination[task.destination_box()]
+            mask = int(table.masks[task.slot])
+            if (
+                task.rows == (0, chunks[0])
+                and task.src_rest == whole
+                and target.shape == chunks
+                and target.flags.c_contiguous
+            ):
+                pipeline.decode_into(stored, mask, target.reshape(-1).view(np.uint8))
+                return
+            buffer = getattr(local, "buffer", None)
+            if buffer is None:
+                buffer = local.buffer = np.empty(chunks, dtype=dtype)
+            pipeline.decode_into(stored, mask, buffer.reshape(-1).view(np.uint8))
+            rest = [slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])]
+            target[...] = buffer[tuple([slice(*task.rows), *rest])]
 
         batch: list[_Task] = []
         batch_bytes = 0
