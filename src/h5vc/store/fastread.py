@@ -49,11 +49,14 @@ def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
     return reader
 
 
-def forget(raw_data: h5py.Dataset) -> None:
-    """``raw_data`` changed (chunks appended, moved or cut): look its chunks up again."""
+def forget(raw_data: h5py.Dataset, *, appended: bool = False) -> None:
+    """``raw_data`` changed: look its chunks up again. With ``appended`` (chunks were only
+    added past the end, none moved) only the new slots are looked up, on the next read."""
     reader = _READERS.get(raw_data)
-    if reader is not None:
+    if reader is not None and not appended:
         reader.table = None
+    elif reader is not None:
+        reader.grown = True
 
 
 class ChunkTable:
@@ -76,6 +79,20 @@ class ChunkTable:
 
         dataset_id.chunk_iter(visit)
 
+    def extend(self, dataset_id: Any, n_slots: int, c0: int) -> None:
+        """Look up the slots from the current end to ``n_slots`` one by one."""
+        old = len(self.offsets)
+        self.offsets = np.concatenate((self.offsets, np.full(n_slots - old, -1, np.int64)))
+        self.sizes = np.concatenate((self.sizes, np.zeros(n_slots - old, np.int64)))
+        self.masks = np.concatenate((self.masks, np.zeros(n_slots - old, np.int64)))
+        corner = (0,) * (len(dataset_id.shape) - 1)
+        for slot in range(old, n_slots):
+            info = dataset_id.get_chunk_info_by_coord((slot * c0, *corner))
+            if info.byte_offset is not None:
+                self.offsets[slot] = info.byte_offset
+                self.sizes[slot] = info.size
+                self.masks[slot] = info.filter_mask
+
 
 class FastReader:
     """Positioned reads of one ``raw_data`` dataset."""
@@ -96,6 +113,7 @@ class FastReader:
         self.chunk_bytes = self.row_bytes * chunks[0]
         self.pipeline = pipeline
         self.table: ChunkTable | None = None
+        self.grown = False
 
     @classmethod
     def open(cls, raw_data: h5py.Dataset) -> FastReader | None:
@@ -125,6 +143,14 @@ class FastReader:
 
     def _table(self) -> ChunkTable | None:
         table = self.table
+        if table is not None and self.grown:
+            self.grown = False
+            n_slots = self.dataset_id.shape[0] // self.chunks[0]
+            if n_slots < len(table.offsets) or n_slots > 2 * len(table.offsets) + 64:
+                table = self.table = None  # cut, or grown a lot: one iteration is faster
+            elif n_slots > len(table.offsets):
+                self.dataset_id.flush()
+                table.extend(self.dataset_id, n_slots, self.chunks[0])
         if table is None:
             dataset_id = self.dataset_id
             dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file

@@ -301,7 +301,7 @@ class RawDataStore:
         else:
             fill = _fill_scalar(self.raw_data.dtype, self.fillvalue)
             codecs.write_chunks(self.raw_data.id, pipeline, data, first * c0, self.chunks, fill)
-        fastread.forget(self.raw_data)
+        fastread.forget(self.raw_data, appended=True)
 
     def _write_rows(self, digests: list[bytes], rows_used: list[int]) -> None:
         """Append hash-table rows for the newest chunks, then the row count."""
