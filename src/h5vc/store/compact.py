@@ -20,7 +20,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
-from h5vc.store import layout
+from h5vc.store import fastread, layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.tree import DatasetObject, rebuild_virtual_dataset
@@ -144,6 +144,7 @@ def move_slots(raw_data: h5py.Dataset, sources: np.ndarray, targets: np.ndarray,
                 (-1, *window.shape[1:])
             )
         k = end
+    fastread.forget(raw_data)
 
 
 def _consecutive(values: np.ndarray) -> list[tuple[int, int]]:

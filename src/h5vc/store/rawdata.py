@@ -26,6 +26,7 @@ from h5vc.errors import (
     UnsupportedDtypeError,
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
+from h5vc.store import codecs, fastread
 from h5vc.store.damage import damaged
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -111,6 +112,7 @@ class RawDataStore:
         self.verified_slots: set[int] = set()
         self._n_slots: int | None = None
         self._fillvalue: Any = None
+        self._pipeline: codecs.Pipeline | bool | None = False
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
 
     # -- creation -----------------------------------------------------------------
@@ -222,9 +224,11 @@ class RawDataStore:
         self._n_slots = None
         self._index = None
         self.verified_slots = set()
+        fastread.forget(self.raw_data)
 
     def replace_with(self, new: RawDataStore) -> None:
         """Move ``new``'s raw_data and hash_table in place of this store's."""
+        fastread.forget(self.raw_data)
         for name in (RAW_DATA, HASH_TABLE):
             del self.group[name]
             self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
@@ -232,7 +236,22 @@ class RawDataStore:
         self.hash_table = self.group[HASH_TABLE]
         self.chunks = new.chunks
         self._fillvalue = None
+        self._pipeline = False
         self.reload()
+
+    @property
+    def pipeline(self) -> codecs.Pipeline | None:
+        """The filter pipeline h5vc runs itself on all cores when it writes chunks
+        (None: no filter, one only HDF5 runs, or a single core, where HDF5's own
+        filters are as fast or faster)."""
+        if self._pipeline is False:
+            dtype = self.raw_data.dtype
+            self._pipeline = None
+            if dtype.kind in "biufc" and dtype.isnative and codecs.workers() > 1:
+                chunk_bytes = math.prod(self.chunks) * dtype.itemsize
+                dcpl = self.raw_data.id.get_create_plist()
+                self._pipeline = codecs.pipeline_of(dcpl, dtype.itemsize, chunk_bytes)
+        return self._pipeline if isinstance(self._pipeline, codecs.Pipeline) else None
 
     # -- the hash index -------------------------------------------------------------
 
@@ -339,7 +358,13 @@ class RawDataStore:
         first = self.n_slots
         self.raw_data.resize((first + count) * c0, axis=0)
         self._n_slots = first + count
-        self.raw_data[first * c0 : first * c0 + len(data)] = data
+        pipeline = self.pipeline
+        if pipeline is None:
+            self.raw_data[first * c0 : first * c0 + len(data)] = data
+        else:
+            fill = _fill_scalar(self.raw_data.dtype, self.fillvalue)
+            codecs.write_chunks(self.raw_data.id, pipeline, data, first * c0, self.chunks, fill)
+        fastread.forget(self.raw_data, appended=True)
 
     def _write_rows(self, digests: list[bytes], rows_used: list[int]) -> None:
         """Append hash-table rows for the newest chunks, then the row count."""
@@ -368,6 +393,7 @@ class RawDataStore:
         """Forget every chunk stored since ``checkpoint`` was taken."""
         raw_rows, table_rows, n_rows = checkpoint
         self.raw_data.resize(raw_rows, axis=0)
+        fastread.forget(self.raw_data)
         self._n_slots = None
         self.hash_table.resize((table_rows,))
         self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows)

@@ -2,10 +2,11 @@
 
 The staging engine is pure numpy: it reads its base slabs through a small protocol
 (:class:`~h5vc.staging.transfer.HyperslabReader`).  :class:`RawDataSlab` implements it
-for an ``h5py.Dataset``: one low-level ``H5Dread`` per slice pair, hyperslab to
-hyperslab, with no temporary array and none of the selection parsing h5py's
-high-level API does on every call (which dominates when a read is split into many
-runs of chunks).
+for an ``h5py.Dataset``: positioned reads of the chunks' bytes where
+:mod:`h5vc.store.fastread` can serve them, else one low-level ``H5Dread`` per slice
+pair, hyperslab to hyperslab, with no temporary array and none of the selection
+parsing h5py's high-level API does on every call (which dominates when a read is
+split into many runs of chunks).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from h5vc.staging import StagedChangesArray
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
+from h5vc.store.fastread import fast_reader
 
 __all__ = ["RawDataSlab", "read_fill", "staged_array"]
 
@@ -49,6 +51,17 @@ class RawDataSlab:
     def __len__(self) -> int:
         return len(self.dataset)
 
+    def read_box(self, starts: list[int], counts: list[int]) -> np.ndarray | None:
+        """``dataset[starts : starts + counts]`` as a new array, read by positioned
+        reads; None when :mod:`h5vc.store.fastread` cannot serve it."""
+        reader = fast_reader(self.dataset)
+        if reader is None:
+            return None
+        out = np.empty(tuple(counts), dtype=self.dtype)
+        if reader.read(out, [starts], [[0] * len(counts)], [counts]):
+            return None
+        return out
+
     def read_hyperslabs(
         self,
         destination: np.ndarray,
@@ -66,6 +79,15 @@ class RawDataSlab:
             or self.dtype != destination.dtype
         ):
             return False
+        if all(step == 1 for step in src_step) and all(step == 1 for step in dst_step):
+            reader = fast_reader(self.dataset)
+            if reader is not None:
+                left = reader.read(destination, src_starts, dst_starts, counts)
+                if not left:
+                    return True
+                src_starts = [src_starts[i] for i in left]
+                dst_starts = [dst_starts[i] for i in left]
+                counts = [counts[i] for i in left]
         dataset_id = self.dataset.id
         file_space = dataset_id.get_space()
         memory_space = file_space.copy()

@@ -116,11 +116,18 @@ class DirectReader:
     def _read_one_block(self, box: list[tuple[int, int, bool]], slot: int) -> Any:
         """The box lies in one run: one slice of ``raw_data``, through h5py."""
         raw_index: list[int | slice] = []
+        starts: list[int] = []
         for axis, ((start, stop, is_int), chunk) in enumerate(zip(box, self._chunks)):
             base = slot * chunk if axis == 0 else 0
             local = start - (start // chunk) * chunk + base
+            starts.append(local)
             raw_index.append(local if is_int else slice(local, local + stop - start))
-        return self._raw_data[tuple(raw_index)]
+        if self._slab is None:
+            self._slab = RawDataSlab(self._raw_data)
+        out = self._slab.read_box(starts, [stop - start for start, stop, _ in box])
+        if out is None:
+            return self._raw_data[tuple(raw_index)]
+        return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
 
     def _read_pieces(
         self,

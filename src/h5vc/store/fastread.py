@@ -1,0 +1,418 @@
+"""Reading ``raw_data`` chunks with positioned reads instead of HDF5's read path.
+
+Committed chunks never move, except when a store is compacted or rewritten (which
+:mod:`h5vc.store.rawdata` and :mod:`h5vc.store.compact` announce through
+:func:`forget`).  So the file offset of every ``raw_data`` chunk is looked up once
+per open store (HDF5's chunk-index iteration) and kept in a :class:`ChunkTable`; a
+hyperslab of ``raw_data`` is then read with ``os.preadv``: chunks that lie one after
+the other in the file are read by a single call, straight into the result array
+when the destination is contiguous, else into a buffer copied into place.
+Compressed chunks are read raw the same way and decoded on all cores by
+:mod:`h5vc.store.codecs`.
+
+:class:`FastReader` serves what it can and says so; HDF5 serves the rest: a file
+not opened with the ``sec2`` driver (no descriptor: a Python file object, the core
+driver, ...), a dtype that is not a native fixed-size number, a filter h5vc does not
+run, a chunk not allocated in the file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import weakref
+from typing import Any
+
+import h5py
+import numpy as np
+
+from h5vc.errors import CorruptDataError
+from h5vc.store.codecs import Pipeline, as_bytes, parallel_map, pipeline_of
+
+__all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
+
+#: At most this many bytes are read into a temporary buffer at a time.
+BUFFER_BYTES = 8 << 20
+
+_READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
+
+
+def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
+    """The positioned-read reader of ``raw_data``, or None when HDF5 must read it."""
+    try:
+        return _READERS[raw_data]
+    except KeyError:
+        pass
+    reader = FastReader.open(raw_data)
+    _READERS[raw_data] = reader
+    return reader
+
+
+def forget(raw_data: h5py.Dataset, *, appended: bool = False) -> None:
+    """``raw_data`` changed: look its chunks up again. With ``appended`` (chunks were only
+    added past the end, none moved) only the new slots are looked up, on the next read."""
+    reader = _READERS.get(raw_data)
+    if reader is not None and not appended:
+        reader.table = None
+    elif reader is not None:
+        reader.grown = True
+
+
+class ChunkTable:
+    """File offset, stored size and filter mask of every chunk slot (-1: not allocated)."""
+
+    __slots__ = ("masks", "offsets", "sizes")
+
+    def __init__(self, dataset_id: Any, n_slots: int, c0: int):
+        self.offsets = np.full(n_slots, -1, dtype=np.int64)
+        self.sizes = np.zeros(n_slots, dtype=np.int64)
+        self.masks = np.zeros(n_slots, dtype=np.int64)
+        offsets, sizes, masks = self.offsets, self.sizes, self.masks
+
+        def visit(info: Any) -> None:
+            slot = info.chunk_offset[0] // c0
+            if slot < n_slots:
+                offsets[slot] = info.byte_offset
+                sizes[slot] = info.size
+                masks[slot] = info.filter_mask
+
+        dataset_id.chunk_iter(visit)
+
+    def extend(self, dataset_id: Any, n_slots: int, c0: int) -> None:
+        """Look up the slots from the current end to ``n_slots`` one by one."""
+        old = len(self.offsets)
+        self.offsets = np.concatenate((self.offsets, np.full(n_slots - old, -1, np.int64)))
+        self.sizes = np.concatenate((self.sizes, np.zeros(n_slots - old, np.int64)))
+        self.masks = np.concatenate((self.masks, np.zeros(n_slots - old, np.int64)))
+        corner = (0,) * (len(dataset_id.shape) - 1)
+        for slot in range(old, n_slots):
+            info = dataset_id.get_chunk_info_by_coord((slot * c0, *corner))
+            if info.byte_offset is not None:
+                self.offsets[slot] = info.byte_offset
+                self.sizes[slot] = info.size
+                self.masks[slot] = info.filter_mask
+
+
+class FastReader:
+    """Positioned reads of one ``raw_data`` dataset."""
+
+    def __init__(
+        self,
+        dataset_id: Any,
+        fd: int,
+        dtype: np.dtype,
+        chunks: tuple[int, ...],
+        pipeline: Pipeline | None,
+    ):
+        self.dataset_id = dataset_id
+        self.fd = fd
+        self.dtype = dtype
+        self.chunks = chunks
+        self.row_bytes = math.prod(chunks[1:]) * dtype.itemsize
+        self.chunk_bytes = self.row_bytes * chunks[0]
+        self.pipeline = pipeline
+        self.table: ChunkTable | None = None
+        self.grown = False
+
+    def describe(self) -> str:
+        """File and object name of the dataset read, for error messages."""
+        file_name = h5py.h5f.get_name(self.dataset_id).decode(errors="replace")
+        name = h5py.h5i.get_name(self.dataset_id).decode(errors="replace")
+        return f"{file_name}: {name}"
+
+    @classmethod
+    def open(cls, raw_data: h5py.Dataset) -> FastReader | None:
+        """A reader of ``raw_data``, or None when it cannot serve it."""
+        dtype = raw_data.dtype
+        chunks = raw_data.chunks
+        if (
+            chunks is None
+            or dtype.kind not in "biufc"
+            or not dtype.isnative
+            or raw_data.id.get_type().get_size() != dtype.itemsize
+            or tuple(raw_data.shape[1:]) != tuple(chunks[1:])
+        ):
+            return None
+        fd = _descriptor(raw_data.file)
+        if fd is None:
+            return None
+        chunks = tuple(int(c) for c in chunks)
+        chunk_bytes = math.prod(chunks) * dtype.itemsize
+        dcpl = raw_data.id.get_create_plist()
+        pipeline = pipeline_of(dcpl, dtype.itemsize, chunk_bytes)
+        if pipeline is None and dcpl.get_nfilters():
+            return None
+        return cls(raw_data.id, fd, dtype, chunks, pipeline)
+
+    # -- the chunk table ------------------------------------------------------------
+
+    def _table(self) -> ChunkTable | None:
+        table = self.table
+        if table is not None and self.grown:
+            self.grown = False
+            n_slots = self.dataset_id.shape[0] // self.chunks[0]
+            if n_slots < len(table.offsets) or n_slots > 2 * len(table.offsets) + 64:
+                table = self.table = None  # cut, or grown a lot: one iteration is faster
+            elif n_slots > len(table.offsets):
+                self.dataset_id.flush()
+                table.extend(self.dataset_id, n_slots, self.chunks[0])
+        if table is None:
+            dataset_id = self.dataset_id
+            dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file
+            n_slots = dataset_id.shape[0] // self.chunks[0]
+            table = ChunkTable(dataset_id, n_slots, self.chunks[0])
+            if not self._check(table):
+                self.fd = -1
+                return None
+            self.table = table
+        return table
+
+    def _check(self, table: ChunkTable) -> bool:
+        """Compare one chunk read both ways (the offsets are the file's, not HDF5's)."""
+        allocated = np.flatnonzero(table.offsets >= 0)
+        if not len(allocated):
+            return True
+        slot = int(allocated[-1])
+        corner = (slot * self.chunks[0],) + (0,) * (len(self.chunks) - 1)
+        _, expected = self.dataset_id.read_direct_chunk(corner)
+        size = int(table.sizes[slot])
+        return os.pread(self.fd, size, int(table.offsets[slot])) == bytes(expected)
+
+    # -- reading --------------------------------------------------------------------
+
+    def read(
+        self,
+        destination: np.ndarray,
+        src_starts: list[list[int]],
+        dst_starts: list[list[int]],
+        counts: list[list[int]],
+    ) -> list[int]:
+        """``destination[dst] = raw_data[src]`` for every slice pair it can serve (steps
+        of 1); returns the positions of the pairs left for HDF5."""
+        if self.fd < 0 or not self.dataset_id.valid:
+            return list(range(len(counts)))
+        table = self._table()
+        if table is None:
+            return list(range(len(counts)))
+        left: list[int] = []
+        tasks: list[_Task] = []
+        for i, (src, dst, count) in enumerate(zip(src_starts, dst_starts, counts)):
+            if not self._plan(table, destination, src, dst, count, tasks):
+                left.append(i)
+        if self.pipeline is None:
+            local = threading.local()
+
+            def read_plain(task: _Task) -> None:
+                if not hasattr(local, "scratch"):
+                    local.scratch = []
+                self._read_plain(destination, task, local.scratch)
+
+            pieces = _split(tasks, max(1, BUFFER_BYTES // max(1, self.row_bytes)))
+            for _ in parallel_map(read_plain, pieces):
+                pass
+        else:
+            self._read_compressed(destination, table, tasks)
+        return left
+
+    def _plan(
+        self,
+        table: ChunkTable,
+        destination: np.ndarray,
+        src: list[int],
+        dst: list[int],
+        count: list[int],
+        tasks: list[_Task],
+    ) -> bool:
+        """Split one slice pair into runs of chunks that follow each other in the file."""
+        c0 = self.chunks[0]
+        first, last = src[0] // c0, (src[0] + count[0] - 1) // c0
+        if last >= len(table.offsets):
+            return False
+        offsets = table.offsets[first : last + 1]
+        if offsets.min() < 0:
+            return False
+        if self.pipeline is None:
+            breaks = np.flatnonzero(offsets[1:] != offsets[:-1] + self.chunk_bytes) + 1
+        else:
+            breaks = np.arange(1, len(offsets))  # one task per chunk, decoded in parallel
+        bounds = [0, *breaks.tolist(), len(offsets)]
+        for a, b in itertools.pairwise(bounds):
+            row_lo = max(src[0], (first + a) * c0)
+            row_hi = min(src[0] + count[0], (first + b) * c0)
+            tasks.append(
+                _Task(
+                    slot=first + a,
+                    rows=(row_lo - (first + a) * c0, row_hi - (first + a) * c0),
+                    src_rest=src[1:],
+                    dst=[dst[0] + row_lo - src[0], *dst[1:]],
+                    count=[row_hi - row_lo, *count[1:]],
+                )
+            )
+        return True
+
+    def _read_plain(self, destination: np.ndarray, task: _Task, scratch: list[np.ndarray]) -> None:
+        """One run of uncompressed chunks, adjacent in the file."""
+        table = self.table
+        assert table is not None
+        start = int(table.offsets[task.slot]) + task.rows[0] * self.row_bytes
+        target = destination[task.destination_box()]
+        whole_rows = task.count[1:] == list(self.chunks[1:])
+        if whole_rows and target.flags.c_contiguous:
+            _pread_into(self.fd, as_bytes(target), start)
+            return
+        # Into a buffer (reused by every task of the read), then copied into place.
+        rest = (
+            slice(None),
+            *(slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])),
+        )
+        step = max(1, BUFFER_BYTES // max(1, self.row_bytes))
+        for row in range(0, task.count[0], step):
+            n = min(step, task.count[0] - row)
+            if not scratch or len(scratch[0]) < n:
+                scratch[:] = [np.empty((min(step, task.count[0]), *self.chunks[1:]), self.dtype)]
+            buffer = scratch[0][:n]
+            _pread_into(self.fd, as_bytes(buffer), start + row * self.row_bytes)
+            target[row : row + n] = buffer[rest]
+
+    def _read_compressed(
+        self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
+    ) -> None:
+        """Chunks read raw (adjacent ones together), decoded on all cores."""
+        pipeline = self.pipeline
+        assert pipeline is not None
+        chunks, dtype, fd = self.chunks, self.dtype, self.fd
+
+        local = threading.local()
+        whole = [0] * (len(chunks) - 1)
+
+        def decode(item: tuple[_Task, Any]) -> None:
+            try:
+                decode_one(item)
+            except CorruptDataError:
+                raise
+            except Exception as err:  # any codec's complaint about damaged bytes
+                raise CorruptDataError(
+                    f"{self.describe()}: the stored chunk in slot {item[0].slot} is damaged "
+                    f"(expected a valid {pipeline!r} encoding): {err}"
+                ) from err
+
+        def decode_one(item: tuple[_Task, Any]) -> None:
+            task, stored = item
+            target = destination[task.destination_box()]
+            mask = int(table.masks[task.slot])
+            if (
+                task.rows == (0, chunks[0])
+                and task.src_rest == whole
+                and target.shape == chunks
+                and target.flags.c_contiguous
+            ):
+                pipeline.decode_into(stored, mask, target.reshape(-1).view(np.uint8))
+                return
+            buffer = getattr(local, "buffer", None)
+            if buffer is None:
+                buffer = local.buffer = np.empty(chunks, dtype=dtype)
+            pipeline.decode_into(stored, mask, buffer.reshape(-1).view(np.uint8))
+            rest = [slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])]
+            target[...] = buffer[tuple([slice(*task.rows), *rest])]
+
+        batch: list[_Task] = []
+        batch_bytes = 0
+        for task in tasks:
+            batch.append(task)
+            batch_bytes += int(table.sizes[task.slot])
+            if batch_bytes >= BUFFER_BYTES:
+                for _ in parallel_map(decode, _fetch(fd, table, batch)):
+                    pass
+                batch, batch_bytes = [], 0
+        if batch:
+            for _ in parallel_map(decode, _fetch(fd, table, batch)):
+                pass
+
+
+class _Task:
+    """Rows ``rows`` of the run of chunks from ``slot`` on, to ``destination[dst...]``."""
+
+    __slots__ = ("count", "dst", "rows", "slot", "src_rest")
+
+    def __init__(
+        self,
+        slot: int,
+        rows: tuple[int, int],
+        src_rest: list[int],
+        dst: list[int],
+        count: list[int],
+    ):
+        self.slot = slot
+        self.rows = rows
+        self.src_rest = src_rest
+        self.dst = dst
+        self.count = count
+
+    def destination_box(self) -> tuple[slice, ...]:
+        return tuple(slice(d, d + n) for d, n in zip(self.dst, self.count))
+
+
+def _split(tasks: list[_Task], rows: int) -> list[_Task]:
+    """The tasks cut into pieces of at most ``rows`` rows (which threads share out)."""
+    pieces = []
+    for task in tasks:
+        if task.count[0] <= rows:
+            pieces.append(task)
+            continue
+        for row in range(0, task.count[0], rows):
+            n = min(rows, task.count[0] - row)
+            pieces.append(
+                _Task(
+                    slot=task.slot,
+                    rows=(task.rows[0] + row, task.rows[0] + row + n),
+                    src_rest=task.src_rest,
+                    dst=[task.dst[0] + row, *task.dst[1:]],
+                    count=[n, *task.count[1:]],
+                )
+            )
+    return pieces
+
+
+def _fetch(fd: int, table: ChunkTable, tasks: list[_Task]) -> list[tuple[_Task, memoryview]]:
+    """The stored bytes of each task's chunk; chunks adjacent in the file in one read."""
+    order = sorted(range(len(tasks)), key=lambda i: int(table.offsets[tasks[i].slot]))
+    out: list[tuple[_Task, memoryview]] = []
+    i = 0
+    while i < len(order):
+        j = i + 1
+        start = int(table.offsets[tasks[order[i]].slot])
+        end = start + int(table.sizes[tasks[order[i]].slot])
+        while j < len(order) and int(table.offsets[tasks[order[j]].slot]) == end:
+            end += int(table.sizes[tasks[order[j]].slot])
+            j += 1
+        buffer = memoryview(bytearray(end - start))
+        _pread_into(fd, buffer, start)
+        for k in order[i:j]:
+            offset = int(table.offsets[tasks[k].slot]) - start
+            out.append((tasks[k], buffer[offset : offset + int(table.sizes[tasks[k].slot])]))
+        i = j
+    return out
+
+
+def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:
+    """Fill ``buffer`` from ``fd`` at ``offset`` (short reads continued)."""
+    done = 0
+    total = len(buffer)
+    while done < total:
+        n = os.preadv(fd, [buffer[done:]], offset + done)
+        if n <= 0:
+            raise OSError(f"Expected {total - done} more bytes at offset {offset + done}. Got 0.")
+        done += n
+
+
+def _descriptor(file: h5py.File) -> int | None:
+    """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
+    try:
+        if file.driver != "sec2":
+            return None
+        handle = file.id.get_vfd_handle()
+    except Exception:
+        return None
+    return handle if isinstance(handle, int) and handle >= 0 else None
