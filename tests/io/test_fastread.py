@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File, delete_versions
-from h5vc.store import codecs
+from h5vc.store import codecs, reading
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]
@@ -208,3 +208,23 @@ def test_staged_reads_see_chunks_written_in_the_same_stage(tmp_path: Path, name:
         np.testing.assert_array_equal(vf["v1"]["x"][:], expected)
         np.testing.assert_array_equal(vds(f, "v1")[:], expected)
         np.testing.assert_array_equal(vf["v1"]["y"][:], np.r_[data[:4000], [1] * 1000])
+
+
+def test_small_boxes_are_read_through_hdf5(tmp_path: Path, monkeypatch) -> None:
+    """Below the size where positioned reads pay, a read goes to h5py, with the same
+    result; above it, to the positioned-read path."""
+    data = np.arange(40_000, dtype="f8")
+    with h5py.File(tmp_path / "g.h5", "w") as f:
+        vf = VersionedHDF5File(f)
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=data, chunks=(1000,))
+    monkeypatch.setattr(reading, "FAST_READ_MIN_BYTES", 128 * 1024)
+    calls = []
+    real = reading.fast_reader
+    monkeypatch.setattr(reading, "fast_reader", lambda d: calls.append(d) or real(d))
+    with h5py.File(tmp_path / "g.h5", "r") as f:
+        x = VersionedHDF5File(f)["v1"]["x"]
+        np.testing.assert_array_equal(x[10:500], data[10:500])  # 4 KB: through h5py
+        assert calls == []
+        np.testing.assert_array_equal(x[:20_000], data[:20_000])  # 160 KB: positioned
+        assert len(calls) == 1

@@ -156,7 +156,9 @@ def append_entry(
     if rows is not None and (log is None or rows.shape[0] != n):
         del group[LOG]
         rows = None
-    if n and (value, name) < (int(stamps[n - 1]), names.asstr()[n - 1]):
+    last = int(stamps[n - 1]) if n else None
+    # The newest name is read only on a tie of timestamps (one vlen read saved per commit).
+    if last is not None and (value < last or (value == last and name < names.asstr()[n - 1])):
         logs = read_log(version_data)
         entries = read_index(version_data) or []
         full = None if logs is None or log is None else {e[1]: e[2] for e in logs} | {name: log}

@@ -142,6 +142,7 @@ def commit_version(
 ) -> VersionInfo:
     """Write ``root`` as the new version ``name``; all or nothing.
 
+    Runs inside ``state.operation()``, whose commit point flushes the file.
     ``merge_parents`` are the parents of a merge after ``prev_version``."""
     ts = commit_timestamp(state, name, prev_version, timestamp)
     state.upgrade_layout()
@@ -169,8 +170,7 @@ def commit_version(
     state.log.add(info)
     if make_current:
         tree.set_current_version(state.versions, name)
-    state.root.file.flush()
-    return info
+    return info  # the caller's ``state.operation()`` flushes at its commit point
 
 
 def _dataset_paths(spec: GroupCommit) -> set[str]:
