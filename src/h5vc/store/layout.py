@@ -32,8 +32,9 @@ DATA_VERSION_H5VC_RUNS = 1000
 #: (several blocks per selection).  A file at 1000 is upgraded when next written.
 DATA_VERSION_H5VC = 1001
 H5VC_DATA_VERSIONS = frozenset({DATA_VERSION_H5VC_RUNS, DATA_VERSION_H5VC})
-#: Layouts this library reads; versions before 4 had unreliable hash tables, so
-#: they are read but never written to.
+#: Layouts this library reads.  Versions before 4 (versioned-hdf5's older layouts)
+#: had unreliable hash tables: a writable open rebuilds them and marks the file 4
+#: (:mod:`h5vc.store.legacy`), so they are written as 4.
 READABLE_DATA_VERSIONS = frozenset({1, 2, 3, DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
 WRITABLE_DATA_VERSIONS = frozenset({DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
 

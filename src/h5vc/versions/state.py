@@ -13,6 +13,7 @@ nothing of the layers above; they key their own caches on :attr:`FileState.gener
 from __future__ import annotations
 
 import contextlib
+import logging
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +28,7 @@ from h5vc.errors import (
     UnsupportedFormatError,
     VersionNotFoundError,
 )
-from h5vc.store import layout, tree
+from h5vc.store import layout, legacy, tree
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
 from h5vc.store.rawdata import RawDataStore
@@ -39,6 +40,8 @@ from h5vc.versions.timestamps import attr_str, format_timestamp, now
 
 __all__ = ["CACHED_CHUNK_MAPS", "FileState", "resolve_state"]
 
+
+_logger = logging.getLogger(__name__)
 
 #: Chunk maps kept per open file.
 CACHED_CHUNK_MAPS = 256
@@ -62,6 +65,17 @@ class FileState:
         state = _SHARED_STATES.get(key)
         if state is None or not state.root.id.valid:
             state = _SHARED_STATES[key] = cls(root, data_version)
+            if state.writable and state.data_version in legacy.LEGACY_DATA_VERSIONS:
+                try:
+                    state.repair_legacy()
+                except BaseException:
+                    # The file is as it was (rolled back if h5vc opened it): the repair
+                    # runs again on the next writable open.  A file h5vc reopened to
+                    # roll it back is closed here: its opener holds the old handle.
+                    _SHARED_STATES.pop(_state_key(state.root), None)
+                    if state.root is not root and state.root.id.valid:
+                        durable.close_file(state.root.file)
+                    raise
         return state
 
     def __init__(self, root: h5py.Group, data_version: int | None = None):
@@ -116,6 +130,35 @@ class FileState:
                 f"Cannot {action}: {filename!r} uses the old layout data_version "
                 f"{self.data_version}, which is read-only here."
             )
+
+    def repair_legacy(self) -> None:
+        """Rebuild the hash tables of a file in versioned-hdf5's layout before
+        ``data_version`` 4, whose digests cannot be trusted, and mark it 4.
+
+        One operation: in a file opened by :func:`h5vc.open` a crash or a failure
+        leaves the file as it was (and the repair runs again on the next writable
+        open).  Only the hash tables and ``data_version`` change.
+        """
+        old = self.data_version
+        with self.operation():
+            rebuilt = legacy.rebuild_hash_tables(self.version_data, self.versions, self.log.names())
+            tree.write_attrs(
+                self.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_COMPAT)}
+            )
+            self.data_version = layout.DATA_VERSION_COMPAT
+        self.drop_caches()
+        _logger.info(
+            "Repaired %r: data_version %d (written by an older versioned-hdf5, hash "
+            "tables not trusted) is now %d; rebuilt the hash tables of %d dataset(s) "
+            "(%s) from their %d stored chunks, %d row(s) corrected.",
+            self.filename,
+            old,
+            layout.DATA_VERSION_COMPAT,
+            len(rebuilt.stores),
+            ", ".join(rebuilt.stores) or "none",
+            rebuilt.chunks,
+            rebuilt.wrong_rows,
+        )
 
     def upgrade_layout(self) -> None:
         """Bring an older h5vc layout up to date before writing: what is written next
