@@ -244,19 +244,31 @@ def _is_store_tree(group: h5py.Group) -> bool:
     return all(found)
 
 
-def version_data_members(version_data: h5py.Group, versions: Sequence[str]) -> list[str]:
+def version_data_members(
+    version_data: h5py.Group, versions: Sequence[str], cache: dict[Any, Any] | None = None
+) -> list[str]:
     """Members of ``_version_data``.
 
     Deliberate difference: delete_versions of h5vc removes the stores of datasets that
     no remaining version holds; versioned-hdf5 keeps them.  Such leftover stores are
     left out (anything else, such as an index of h5vc's own, is kept and compared).
+    ``cache`` keeps the dataset paths of each version (see :func:`snapshot`).
     """
     used: set[str] = set()
     for name in versions:
+        if cache is not None and ("datasets", name) in cache:
+            used |= cache[("datasets", name)]
+            continue
+        found: set[str] = set()
         version = version_data["versions"][name]
         version.visititems(
-            lambda path, obj: used.add(path) if isinstance(obj, h5py.Dataset) else None
+            lambda path, obj, found=found: (
+                found.add(path) if isinstance(obj, h5py.Dataset) else None
+            )
         )
+        used |= found
+        if cache is not None:
+            cache[("datasets", name)] = found
     return sorted(
         key
         for key in version_data
@@ -266,15 +278,26 @@ def version_data_members(version_data: h5py.Group, versions: Sequence[str]) -> l
     )
 
 
-def snapshot(ctx: Context, allow: frozenset[str] = frozenset()) -> dict[str, Any]:
+def snapshot(
+    ctx: Context, allow: frozenset[str] = frozenset(), cache: dict[Any, Any] | None = None
+) -> dict[str, Any]:
+    """Everything a user can read from ``ctx``'s file.
+
+    ``cache`` (version name -> that version's part) skips versions snapshotted
+    before: committed versions do not change, except through ``delete_versions``
+    and ``modify_metadata``, after which the caller clears it.
+    """
     vf = ctx.vf
     versions = list(vf.versions) if hasattr(vf, "versions") else []
     snap: dict[str, Any] = {
         "current_version": vf.current_version,
         "versions": sorted(versions),
-        "_version_data": version_data_members(ctx.f["_version_data"], versions),
+        "_version_data": version_data_members(ctx.f["_version_data"], versions, cache),
     }
     for name in sorted(versions):
+        if cache is not None and name in cache:
+            snap[name] = cache[name]
+            continue
         version = vf[name]
         members = tree(version, allow)
         snap[name] = {
@@ -288,6 +311,8 @@ def snapshot(ctx: Context, allow: frozenset[str] = frozenset()) -> dict[str, Any
                 if kind == "dataset"
             },
         }
+        if cache is not None:
+            cache[name] = snap[name]
     return snap
 
 

@@ -107,3 +107,26 @@ def test_dtype_cast_that_loses_values_is_refused(tmp_path) -> None:
     with h5py.File(paths["h5vc"], "r+") as f, pytest.raises(ValueError, match="int8"):
         h5vc.modify_metadata(f, "x", dtype="i1")
     assert Path(paths["h5vc"]).read_bytes() == before
+
+
+def test_dataset_created_again_with_other_dtype_and_chunks(tmp_path) -> None:
+    """After a delete, versioned-hdf5 refuses a dataset of the same name with another
+    dtype or chunk shape; h5vc (its own layout) stores it apart, older versions intact."""
+    paths = new_files(tmp_path)
+    for lib, path in ((versioned_hdf5, paths["vh"]), (h5vc, paths["h5vc"])):
+        stage(lib, path, "v1", lambda g: g.create_dataset("x", data=np.arange(9), chunks=(4,)))
+        stage(lib, path, "v2", lambda g: g.__delitem__("x"))
+    again = np.linspace(0, 1, 7, dtype="f4")
+    with pytest.raises(ValueError, match="Chunk size"):
+        stage(
+            versioned_hdf5,
+            paths["vh"],
+            "v3",
+            lambda g: g.create_dataset("x", data=again, chunks=(3,)),
+        )
+    stage(h5vc, paths["h5vc"], "v3", lambda g: g.create_dataset("x", data=again, chunks=(3,)))
+    with h5vc.open(paths["h5vc"]) as vf:
+        assert (vf["v1"]["x"].dtype, vf["v1"]["x"].chunks) == (np.dtype("i8"), (4,))
+        assert (vf["v3"]["x"].dtype, vf["v3"]["x"].chunks) == (np.dtype("f4"), (3,))
+        np.testing.assert_array_equal(vf["v1"]["x"][()], np.arange(9))
+        np.testing.assert_array_equal(vf["v3"]["x"][()], again)

@@ -8,14 +8,14 @@ import h5py
 import numpy as np
 import pytest
 from differential import Pair
-from scenarios import ALLOW, SCENARIOS
+from scenarios import ALLOW, INIT, SCENARIOS
 
 import h5vc
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario(tmp_path, name: str) -> None:
-    Pair(tmp_path, allow=ALLOW.get(name, ())).run_all(SCENARIOS[name])
+    Pair(tmp_path, init=INIT.get(name, "own"), allow=ALLOW.get(name, ())).run_all(SCENARIOS[name])
 
 
 def test_time_index_moves_out_of_version_data(tmp_path) -> None:

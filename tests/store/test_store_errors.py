@@ -36,6 +36,17 @@ def filled(vf: VersionedHDF5File) -> VersionedHDF5File:
     return vf
 
 
+@pytest.fixture
+def filled4(tmp_path) -> object:
+    """``filled`` in versioned-hdf5's layout (data_version 4): (file, versioned file)."""
+    with h5py.File(tmp_path / "layout4.h5", "w") as f:
+        vf = VersionedHDF5File(f, data_version=4)
+        with vf.stage_version("v1", timestamp=datetime.datetime(2024, 1, 1, tzinfo=UTC)) as g:
+            g.create_dataset("x", data=np.arange(10), chunks=(4,))
+            g.create_dataset("m", data=np.zeros((3, 4)), chunks=(2, 2))
+        yield f, vf
+
+
 def assert_unchanged(f: h5py.Group, action: Callable[[], object], error, match: str | None = None):
     """``action()`` raises ``error`` (message matching ``match``) and ``f`` is as before."""
     before = snapshot_group(f)
@@ -144,7 +155,12 @@ def test_out_of_bounds_read(filled: VersionedHDF5File, index) -> None:
     "kwargs",
     [{"chunks": (5,)}, {"dtype": "f4"}, {"chunks": (4,), "dtype": "i2"}],
 )
-def test_changing_dtype_or_chunks_later(filled: VersionedHDF5File, h5file, kwargs) -> None:
+def test_changing_dtype_or_chunks_later(filled4, kwargs) -> None:
+    """versioned-hdf5's layout has one chunk store per name: refused, as versioned-hdf5
+    does (h5vc's layout gives the new dataset a store of its own, see
+    tests/compat/test_recreated_datasets.py)."""
+    h5file, filled = filled4
+
     def edit(g):
         del g["x"]
         g.create_dataset("x", data=np.arange(10), **kwargs)
@@ -155,9 +171,26 @@ def test_changing_dtype_or_chunks_later(filled: VersionedHDF5File, h5file, kwarg
     assert "v2" not in filled
 
 
-def test_commit_failing_after_a_write_leaves_later_commits_correct(
-    filled: VersionedHDF5File, h5file
-) -> None:
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"chunks": (5,)}, {"dtype": "f4"}, {"chunks": (4,), "dtype": "i2"}],
+)
+def test_changing_dtype_or_chunks_later_in_h5vc_layout(filled: VersionedHDF5File, kwargs) -> None:
+    with filled.stage_version("v2") as g:
+        del g["x"]
+        g.create_dataset("x", data=np.arange(10, 20), **kwargs)
+    x = filled["v2"]["x"]
+    assert x.dtype == np.dtype(kwargs.get("dtype", "i8"))
+    if "chunks" in kwargs:
+        assert x.chunks == kwargs["chunks"]
+    assert x[()].tolist() == list(range(10, 20))
+    assert filled["v1"]["x"][()].tolist() == list(range(10))
+    assert (filled["v1"]["x"].dtype, filled["v1"]["x"].chunks) == (np.dtype("i8"), (4,))
+
+
+def test_commit_failing_after_a_write_leaves_later_commits_correct(filled4) -> None:
+    h5file, filled = filled4
+
     # "m" is written (and its chunk map cached) before "x" fails; the partial version's
     # objects are freed, and objects of later commits may reuse their file space.
     def edit(g):

@@ -154,17 +154,40 @@ def test_abandoned_stage_takes_the_written_chunks_back(
     np.testing.assert_array_equal(vf["v2"]["a/x"][()], np.arange(10.0))
 
 
-def test_incompatible_existing_store_is_refused_before_writing(
+def test_incompatible_existing_store_gets_a_store_of_its_own(
     vf: VersionedHDF5File, h5file, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write_through(monkeypatch)
     with vf.stage_version("v1") as g:
         g.create_dataset("x", data=np.arange(10), chunks=(4,))
     before = snapshot_group(h5file)
-    with pytest.raises(MetadataMismatchError, match="chunks"), vf.stage_version("v2") as g:
+    with pytest.raises(RuntimeError, match="abandoned"), vf.stage_version("v2") as g:
         del g["x"]
         g.create_dataset("x", data=np.arange(10), chunks=(5,))
-    assert snapshot_group(h5file) == before
+        assert "__h5vc_stores__/x/@1/raw_data" in h5file["_version_data"]  # written at once
+        raise RuntimeError("abandoned")
+    assert snapshot_group(h5file) == before  # and taken back
+    with vf.stage_version("v2") as g:
+        del g["x"]
+        g.create_dataset("x", data=np.arange(10) + 1, chunks=(5,))
+    assert vf["v2"]["x"].chunks == (5,)
+    np.testing.assert_array_equal(vf["v2"]["x"][()], np.arange(10) + 1)
+    np.testing.assert_array_equal(vf["v1"]["x"][()], np.arange(10))
+
+
+def test_incompatible_existing_store_is_refused_in_layout_4(
+    path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_through(monkeypatch)
+    with h5py.File(path, "w") as h5file:
+        vf = VersionedHDF5File(h5file, data_version=4)
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(10), chunks=(4,))
+        before = snapshot_group(h5file)
+        with pytest.raises(MetadataMismatchError, match="chunks"), vf.stage_version("v2") as g:
+            del g["x"]
+            g.create_dataset("x", data=np.arange(10), chunks=(5,))
+        assert snapshot_group(h5file) == before
 
 
 def test_deleting_through_another_handle_keeps_dedup_correct(path: str) -> None:

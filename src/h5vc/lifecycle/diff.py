@@ -226,6 +226,12 @@ def _compare_dataset(
     state = collector.state
     map1 = state.chunk_map(collector.version1, path, d1)
     map2 = state.chunk_map(collector.version2, path, d2)
+    key1 = state.store_key(collector.version1, path, d1)
+    if key1 != state.store_key(collector.version2, path, d2):
+        # Created again with another dtype or chunks: every element may differ.
+        whole = ndindex.Tuple(*(slice(0, max(a, b)) for a, b in zip(map1.shape, map2.shape)))
+        regions = (whole,) if len(map1.shape) == len(map2.shape) else ()
+        return DatasetChange(path=path, shape1=map1.shape, shape2=map2.shape, regions=regions)
     if map1 == map2:
         return None
     regions = tuple(_differing_regions(map1, map2, lambda: _slot_digests(collector, path)))

@@ -50,7 +50,8 @@ class Conflict:
     ``kind`` is ``"data"`` (elements of a dataset; a dataset added on both sides is
     merged over an all-fill base), ``"shape"`` (resized differently on both sides),
     ``"attribute"``, ``"deleted"`` (one side deleted what the other changed) or
-    ``"type"`` (a group on one side, a dataset on the other).  For ``"data"``: ``region`` is the chunk-aligned region
+    ``"type"`` (a group on one side, a dataset on the other, or datasets of
+    different stores: one side created it again with another dtype or chunks).  For ``"data"``: ``region`` is the chunk-aligned region
     (clipped to the merged shape) and ``elements`` the number of conflicting elements
     in it; for ``"attribute"``, ``attr`` names the attribute.
     """
@@ -221,7 +222,15 @@ class _Merger:
             name = path.rpartition("/")[2]
             return Link(parents[0] if side == "ours" else parents[1], name)
         state = self.state
-        store = state.require_store(path, o_name)
+        o_key = state.store_key(o_name, path, ours)
+        if state.store_key(t_name, path, theirs) != o_key:
+            # Created again on one side with another dtype or chunks: nothing in common.
+            side = self._conflict(Conflict(path, "type"))
+            name = path.rpartition("/")[2]
+            return Link(parents[0] if side == "ours" else parents[1], name)
+        if base is not None and b_name is not None and state.store_key(b_name, path, base) != o_key:
+            base = None  # the base held an earlier dataset of that name
+        store = state.require_store(path, o_name, ours)
         o_map = state.chunk_map(o_name, path, ours)
         t_map = state.chunk_map(t_name, path, theirs)
         b_map = None if base is None or b_name is None else state.chunk_map(b_name, path, base)
@@ -248,6 +257,7 @@ class _Merger:
             chunks=o_map.chunks,
             fillvalue=store.fillvalue,
             attrs=attrs,
+            raw_data=store.raw_data,
         )
 
     def _merge_region(

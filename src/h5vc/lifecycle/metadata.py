@@ -84,19 +84,20 @@ def modify_metadata(
     state = resolve_state(f)
     state.check_writable(f"modify the metadata of {dataset_name!r}")
     path = str(dataset_name).strip("/")
-    store = state.store(path)
-    found = collect_datasets(state.versions, state.log.names(), only_path=path).get(path)
-    if store is None or not found:
+    # One group of objects per chunk store: a dataset created again with another
+    # dtype or chunks has a store of its own; each is rewritten.
+    found = collect_datasets(state.versions, state.log.names(), only_path=path)
+    groups = [
+        (key, store, list(objects.values()))
+        for key, objects in found.items()
+        if objects and (store := state.store(key)) is not None
+    ]
+    if not groups:
         raise DatasetNotFoundError(
             f"Cannot modify dataset {dataset_name!r}: expected a dataset path present in "
             f"at least one version. Got a path that no version of "
             f"{state.root.file.filename!r} has."
         )
-    objects = list(found.values())
-    old = _Settings.of(store, objects[0].open())
-    if chunks is True:
-        shape = tuple(max(n) for n in zip(*(obj.chunk_map().shape for obj in objects)))
-        chunks = guess_chunks(shape, old.dtype)
     filters = {
         "compression": compression,
         "compression_opts": compression_opts,
@@ -104,24 +105,47 @@ def modify_metadata(
         "shuffle": shuffle,
         "fletcher32": fletcher32,
     }
-    new = old.updated(path, chunks, filters, dtype, fillvalue)
-    if new == old:
+    changes = []
+    for key, store, objects in groups:
+        old = _Settings.of(store, objects[0].open())
+        wanted = chunks
+        if chunks is True:
+            shape = tuple(max(n) for n in zip(*(obj.chunk_map().shape for obj in objects)))
+            wanted = guess_chunks(shape, old.dtype)
+        new = old.updated(path, wanted, filters, dtype, fillvalue)
+        if new != old:
+            changes.append((key, store, objects, old, new))
+    if not changes:
         return
     with state.operation():  # a failure in a file from h5vc.open: all rolled back
         state.upgrade_layout()
-        scratch = state.version_data.require_group(SCRATCH)
         try:
-            new_store = _create_store(scratch, path, new)
-            maps = _rewrite(state, store, new_store, objects, old, new)
-        except BaseException:
-            if state.root.id.valid and SCRATCH in state.version_data:
-                del state.version_data[SCRATCH]
-            raise
-        try:
-            _swap(state, path, new_store, objects, maps, new)
-            del state.version_data[SCRATCH]
+            for key, store, objects, old, new in changes:
+                _modify_store(state, path, key, store, objects, old, new)
         finally:
             state.forget()  # stores and virtual datasets were replaced: caches are stale
+
+
+def _modify_store(
+    state: FileState,
+    path: str,
+    key: str,
+    store: RawDataStore,
+    objects: list[DatasetObject],
+    old: _Settings,
+    new: _Settings,
+) -> None:
+    """Rewrite one chunk store of ``path`` (key ``key``) and its objects with ``new``."""
+    scratch = state.version_data.require_group(SCRATCH)
+    try:
+        new_store = _create_store(scratch, key, new)
+        maps = _rewrite(state, store, new_store, objects, old, new)
+    except BaseException:
+        if state.root.id.valid and SCRATCH in state.version_data:
+            del state.version_data[SCRATCH]
+        raise
+    _swap(state, path, new_store, objects, maps, new)
+    del state.version_data[SCRATCH]
 
 
 class _Settings:

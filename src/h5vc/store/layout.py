@@ -10,6 +10,9 @@
         <dataset path>/
             raw_data              chunks stacked along axis 0
             hash_table            rows (sha256, (start, stop)); attr largest_index written last
+        __h5vc_stores__/<dataset path>/@<n>/
+            raw_data, hash_table  the store of a dataset created again with another
+                                  dtype or chunks (h5vc's layout only)
 """
 
 from __future__ import annotations
@@ -32,10 +35,18 @@ DATA_VERSION_H5VC_RUNS = 1000
 #: (several blocks per selection).  A file at 1000 is upgraded when next written.
 DATA_VERSION_H5VC = 1001
 H5VC_DATA_VERSIONS = frozenset({DATA_VERSION_H5VC_RUNS, DATA_VERSION_H5VC})
-#: Layouts this library reads; versions before 4 had unreliable hash tables, so
-#: they are read but never written to.
+#: Layouts this library reads.  Versions before 4 (versioned-hdf5's older layouts)
+#: had unreliable hash tables: a writable open rebuilds them and marks the file 4
+#: (:mod:`h5vc.store.legacy`), so they are written as 4.
 READABLE_DATA_VERSIONS = frozenset({1, 2, 3, DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
 WRITABLE_DATA_VERSIONS = frozenset({DATA_VERSION_COMPAT, *H5VC_DATA_VERSIONS})
+
+#: Under ``_version_data``: the chunk stores of datasets created again, after a delete,
+#: with a dtype or chunk shape their earlier store cannot hold (h5vc's layout only).
+#: The n-th such store of dataset path ``p`` is ``ALT_STORES/p/@n``; a committed
+#: dataset names its store in its ``raw_data`` attribute.
+ALT_STORES = "__h5vc_stores__"
+ALT_PREFIX = "@"
 
 # Attributes on the versions group.
 ATTR_CURRENT_VERSION = "current_version"

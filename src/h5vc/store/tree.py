@@ -23,6 +23,8 @@ from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
     "DatasetObject",
+    "alternate_stores",
+    "new_alternate_store",
     "collect_datasets",
     "copy_attrs",
     "dataset_chunks",
@@ -38,6 +40,7 @@ __all__ = [
     "remove_empty_parents",
     "set_current_version",
     "set_prev_version",
+    "store_key",
     "store_paths",
     "walk_version",
     "write_attrs",
@@ -226,25 +229,86 @@ class DatasetObject:
         return read_chunk_map(dataset, dataset_chunks(dataset))
 
 
+def alternate_stores(version_data: h5py.Group, path: str) -> list[str]:
+    """Store keys of the alternate chunk stores of dataset ``path``, oldest first.
+
+    A dataset created again with a dtype or chunks its store cannot hold gets a
+    store of its own at ``ALT_STORES/path/@n`` (see :mod:`h5vc.store.layout`).
+    """
+    group = version_data.get(f"{layout.ALT_STORES}/{path}")
+    if not isinstance(group, h5py.Group):
+        return []
+    numbers = []
+    for name in group:
+        if name.startswith(layout.ALT_PREFIX) and name[1:].isdigit():
+            member = group[name]
+            if isinstance(member, h5py.Group) and layout.RAW_DATA in member:
+                numbers.append(int(name[1:]))
+    return [f"{layout.ALT_STORES}/{path}/{layout.ALT_PREFIX}{n}" for n in sorted(numbers)]
+
+
+def new_alternate_store(version_data: h5py.Group, path: str) -> str:
+    """The store key for a new alternate store of dataset ``path``."""
+    group = version_data.get(f"{layout.ALT_STORES}/{path}")
+    taken = [
+        int(name[1:])
+        for name in (group if isinstance(group, h5py.Group) else ())
+        if name.startswith(layout.ALT_PREFIX) and name[1:].isdigit()
+    ]
+    return f"{layout.ALT_STORES}/{path}/{layout.ALT_PREFIX}{max(taken, default=0) + 1}"
+
+
+def store_key(version_data: h5py.Group, path: str, dataset: h5py.Dataset) -> str:
+    """The store (path under ``version_data``) that committed ``dataset`` maps.
+
+    ``path`` unless the dataset's ``raw_data`` attribute names another store under
+    ``version_data`` (a dataset created again with other dtype or chunks).
+    """
+    value = dataset.attrs.get(layout.ATTR_RAW_DATA)
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    prefix = (version_data.name or "").rstrip("/") + "/"
+    suffix = "/" + layout.RAW_DATA
+    if isinstance(value, str) and value.startswith(prefix) and value.endswith(suffix):
+        key = value[len(prefix) : -len(suffix)]
+        if key.startswith(layout.ALT_STORES + "/"):
+            return key
+    return path
+
+
 def collect_datasets(
     versions_group: h5py.Group, versions: Iterable[str], only_path: str | None = None
 ) -> dict[str, dict[int, DatasetObject]]:
-    """``{dataset path: {object address: DatasetObject}}`` over ``versions``.
+    """``{store key: {object address: DatasetObject}}`` over ``versions``.
 
+    The store key is the dataset path, except for a dataset created again with a
+    dtype or chunks its earlier store could not hold: the key of its own store
+    (:func:`store_key`); ``DatasetObject.path`` is always the dataset path.
     Shared groups are entered once, so each link location is listed once.  With
     ``only_path`` the walk looks that path up in each version instead of walking.
-    Objects are identified without opening them.
+    Objects are identified without opening them (but those of a path with several
+    stores, which are opened to read their store's name).
     """
     found: dict[str, dict[int, DatasetObject]] = {}
     seen_groups: set[int] = set()
     seen_locations: set[tuple[int, str]] = set()
+    version_data = versions_group.parent
+    several: dict[str, bool] = {}
+    keys: dict[int, str] = {}
 
     def record(version: str, path: str, parent: h5py.Group, name: str) -> None:
         info = h5py.h5o.get_info(parent.id, name.encode())
         if info.type != h5py.h5o.TYPE_DATASET:
             return
         key = int(info.addr)
-        entry = found.setdefault(path, {}).setdefault(key, DatasetObject(path, key))
+        if path not in several:
+            several[path] = bool(alternate_stores(version_data, path))
+        store = path
+        if several[path]:
+            if key not in keys:
+                keys[key] = store_key(version_data, path, parent[name])
+            store = keys[key]
+        entry = found.setdefault(store, {}).setdefault(key, DatasetObject(path, key))
         entry.versions.append(version)
         location = (object_address(parent), name)
         if location not in seen_locations:

@@ -61,6 +61,8 @@ class DatasetCommit:
     fillvalue: Any
     attrs: dict[str, Any]
     filters: dict[str, Any] = field(default_factory=dict)
+    #: The raw_data the staged chunks already sit on (None: a new dataset).
+    raw_data: h5py.Dataset | None = None
 
 
 @dataclass
@@ -241,6 +243,7 @@ def _write_dataset(
         chunks=spec.chunks,
         fillvalue=spec.fillvalue,
         filters=spec.filters,
+        raw_data=spec.raw_data,
     )
     chunk_map = staged_chunk_map(spec.array, store, spec.fillvalue)
     dset = create_virtual_dataset(

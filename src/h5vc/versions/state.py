@@ -13,6 +13,7 @@ nothing of the layers above; they key their own caches on :attr:`FileState.gener
 from __future__ import annotations
 
 import contextlib
+import logging
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -27,7 +28,7 @@ from h5vc.errors import (
     UnsupportedFormatError,
     VersionNotFoundError,
 )
-from h5vc.store import layout, tree
+from h5vc.store import layout, legacy, tree
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
 from h5vc.store.rawdata import RawDataStore
@@ -39,6 +40,8 @@ from h5vc.versions.timestamps import attr_str, format_timestamp, now
 
 __all__ = ["CACHED_CHUNK_MAPS", "FileState", "resolve_state"]
 
+
+_logger = logging.getLogger(__name__)
 
 #: Chunk maps kept per open file.
 CACHED_CHUNK_MAPS = 256
@@ -62,6 +65,17 @@ class FileState:
         state = _SHARED_STATES.get(key)
         if state is None or not state.root.id.valid:
             state = _SHARED_STATES[key] = cls(root, data_version)
+            if state.writable and state.data_version in legacy.LEGACY_DATA_VERSIONS:
+                try:
+                    state.repair_legacy()
+                except BaseException:
+                    # The file is as it was (rolled back if h5vc opened it): the repair
+                    # runs again on the next writable open.  A file h5vc reopened to
+                    # roll it back is closed here: its opener holds the old handle.
+                    _SHARED_STATES.pop(_state_key(state.root), None)
+                    if state.root is not root and state.root.id.valid:
+                        durable.close_file(state.root.file)
+                    raise
         return state
 
     def __init__(self, root: h5py.Group, data_version: int | None = None):
@@ -85,6 +99,8 @@ class FileState:
         self.log = VersionLog(self.versions, self.version_data)
         self.refs = Refs(self.versions)
         self._stores: dict[str, RawDataStore] = {}
+        #: Dataset path -> keys of its alternate stores (see :meth:`stores_of`).
+        self._alternate_keys: dict[str, list[str]] = {}
         #: Stores written since the last commit (or abort), with what undoes the writes:
         #: a checkpoint, or for a store created meanwhile the topmost group created.
         self._written: dict[str, tuple[RawDataStore, tuple[int, int, int] | str]] = {}
@@ -116,6 +132,35 @@ class FileState:
                 f"Cannot {action}: {filename!r} uses the old layout data_version "
                 f"{self.data_version}, which is read-only here."
             )
+
+    def repair_legacy(self) -> None:
+        """Rebuild the hash tables of a file in versioned-hdf5's layout before
+        ``data_version`` 4, whose digests cannot be trusted, and mark it 4.
+
+        One operation: in a file opened by :func:`h5vc.open` a crash or a failure
+        leaves the file as it was (and the repair runs again on the next writable
+        open).  Only the hash tables and ``data_version`` change.
+        """
+        old = self.data_version
+        with self.operation():
+            rebuilt = legacy.rebuild_hash_tables(self.version_data, self.versions, self.log.names())
+            tree.write_attrs(
+                self.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_COMPAT)}
+            )
+            self.data_version = layout.DATA_VERSION_COMPAT
+        self.drop_caches()
+        _logger.info(
+            "Repaired %r: data_version %d (written by an older versioned-hdf5, hash "
+            "tables not trusted) is now %d; rebuilt the hash tables of %d dataset(s) "
+            "(%s) from their %d stored chunks, %d row(s) corrected.",
+            self.filename,
+            old,
+            layout.DATA_VERSION_COMPAT,
+            len(rebuilt.stores),
+            ", ".join(rebuilt.stores) or "none",
+            rebuilt.chunks,
+            rebuilt.wrong_rows,
+        )
 
     def upgrade_layout(self) -> None:
         """Bring an older h5vc layout up to date before writing: what is written next
@@ -164,6 +209,37 @@ class FileState:
         self._stores[path] = store
         return store
 
+    def stores_of(self, path: str) -> list[tuple[str, RawDataStore]]:
+        """``(store key, store)`` of every chunk store of dataset ``path``: its own
+        (key ``path``) first, then those of the times it was created again with a
+        dtype or chunks the earlier stores could not hold."""
+        path = path.strip("/")
+        found = []
+        for key in [path, *self._alternates(path)]:
+            store = self.store(key)
+            if store is not None:
+                found.append((key, store))
+        return found
+
+    def compatible_store(
+        self, path: str, dtype: np.dtype, chunks: tuple[int, ...]
+    ) -> RawDataStore | None:
+        """The store a new dataset ``path`` of ``dtype`` and ``chunks`` goes to, if one
+        exists (None: a new store will be created).
+
+        In h5vc's layout a name is free after a delete: a dataset created again with
+        another dtype or chunk shape gets a store of its own.  versioned-hdf5's
+        layout (data_version 4) has one store per name, so there it raises
+        :class:`~h5vc.errors.MetadataMismatchError`, as versioned-hdf5 does.
+        """
+        stores = self.stores_of(path)
+        for _, store in stores:
+            if _compatible(store, dtype, chunks):
+                return store
+        if stores and not self.h5vc_layout:
+            stores[0][1].check_compatible(path, dtype, chunks)  # raises
+        return None
+
     def writable_store(
         self,
         path: str,
@@ -172,39 +248,77 @@ class FileState:
         chunks: tuple[int, ...],
         fillvalue: Any,
         filters: dict[str, Any],
+        raw_data: h5py.Dataset | None = None,
     ) -> RawDataStore:
         """The store of dataset ``path`` to write chunks to, created if there is none.
 
-        Raises if an existing store has another dtype or chunk shape. Every store
-        returned is remembered until :meth:`end_writes`, so :meth:`undo_writes` can
-        take back what was written to it.
+        ``raw_data`` is the store the staged dataset's chunks already sit on (it was
+        opened from a version, or written through); otherwise the store is chosen
+        by :meth:`compatible_store`.  Every store returned is remembered until
+        :meth:`end_writes`, so :meth:`undo_writes` can take back what was written to it.
         """
         path = path.strip("/")
-        store = self.store(path)
+        if raw_data is not None:
+            key = self._key_of_raw_data(path, raw_data)
+            store = self.store(key)
+        else:
+            store = self.compatible_store(path, dtype, chunks)
+            key = path if store is None else self._key_of_raw_data(path, store.raw_data)
         if store is not None:
             store.check_compatible(path, dtype, chunks)
-            if path not in self._written:
-                self._written[path] = (store, store.checkpoint())
+            if key not in self._written:
+                self._written[key] = (store, store.checkpoint())
             return store
+        if self.store(path) is not None or key in self._written:
+            key = tree.new_alternate_store(self.version_data, path)
+            self._alternate_keys.pop(path, None)
         # What undo removes: the topmost group created with the store, or (when the
         # group exists already, e.g. it held the stores of a replaced subgroup's
         # datasets) the store's own raw_data and hash_table.
-        undo = self._new_store_undo(path)
+        undo = self._new_store_undo(key)
         try:
             store = RawDataStore.create(
                 self.version_data,
-                path,
+                key,
                 dtype=dtype,
                 chunks=chunks,
                 fillvalue=fillvalue,
                 filters=filters,
             )
         except BaseException:
-            self._remove_created(path, undo)
+            self._remove_created(key, undo)
             raise
-        self._stores[path] = store
-        self._written[path] = (store, undo)
+        self._stores[key] = store
+        self._written[key] = (store, undo)
         return store
+
+    def _alternates(self, path: str) -> list[str]:
+        """Keys of the alternate stores of dataset ``path`` (cached)."""
+        found = self._alternate_keys.get(path)
+        if found is None:
+            found = self._alternate_keys[path] = tree.alternate_stores(self.version_data, path)
+        return found
+
+    def _key_of_raw_data(self, path: str, raw_data: h5py.Dataset) -> str:
+        """The store key of the store holding ``raw_data``."""
+        prefix = (self.version_data.name or "").rstrip("/") + "/"
+        name = raw_data.name or ""
+        suffix = "/" + layout.RAW_DATA
+        if name.startswith(prefix) and name.endswith(suffix):
+            return name[len(prefix) : -len(suffix)]
+        raise CorruptDataError(
+            f"Expected the chunks of dataset {path!r} in a store under "
+            f"{self.version_data.name!r} of {self.filename!r}. Got {name!r}."
+        )
+
+    def store_key(self, version: str, path: str, dataset: h5py.Dataset | None = None) -> str:
+        """The key of the store that dataset ``path`` of committed ``version`` maps."""
+        path = path.strip("/")
+        if not self._alternates(path):
+            return path
+        if dataset is None:
+            dataset = self.version_group(version)[path]
+        return tree.store_key(self.version_data, path, dataset)
 
     def _new_store_undo(self, path: str) -> str:
         parts = path.split("/")
@@ -235,8 +349,9 @@ class FileState:
         if used is None:
             return
         for path, (_, undo) in written.items():
-            if isinstance(undo, str) and path not in used:
+            if isinstance(undo, str) and _dataset_path(path) not in used:
                 self._stores.pop(path, None)
+                self._alternate_keys.pop(_dataset_path(path), None)
                 if undo:
                     del self.version_data[path]
                     tree.remove_empty_parents(self.version_data, path, stop=undo)
@@ -254,9 +369,12 @@ class FileState:
                 store.rollback(undo)
         self.drop_caches()
 
-    def require_store(self, path: str, version: str) -> RawDataStore:
-        """The chunk store of dataset ``path``, which ``version`` holds: it must exist."""
-        store = self.store(path)
+    def require_store(
+        self, path: str, version: str, dataset: h5py.Dataset | None = None
+    ) -> RawDataStore:
+        """The chunk store of dataset ``path`` (``dataset``, if given), which ``version``
+        holds: it must exist."""
+        store = self.store(self.store_key(version, path, dataset))
         if store is None:
             raise CorruptDataError(
                 f"Expected a chunk store ({layout.RAW_DATA!r} and {layout.HASH_TABLE!r}) "
@@ -280,17 +398,19 @@ class FileState:
                 where = f"Dataset {path!r} of version {version!r} ({dataset.name})"
                 with damaged(self.filename, where):
                     cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
-                self._check_slots(version, path, cached)
+                self._check_slots(version, path, cached, dataset)
                 self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached
         return cached
 
-    def _check_slots(self, version: str, path: str, chunk_map: ChunkMap) -> None:
+    def _check_slots(
+        self, version: str, path: str, chunk_map: ChunkMap, dataset: h5py.Dataset
+    ) -> None:
         """Raise unless every slot of ``chunk_map`` lies in the dataset's raw_data."""
         highest = int(chunk_map.slots.max(initial=-1))
         if highest < 0:
             return
-        store = self.require_store(path, version)
+        store = self.require_store(path, version, dataset)
         rows = store.raw_data.shape[0]
         if highest * store.chunks[0] >= rows:
             raise CorruptDataError(
@@ -310,6 +430,7 @@ class FileState:
     def drop_caches(self) -> None:
         """Release every cached object (they hold HDF5 objects open)."""
         self._stores.clear()
+        self._alternate_keys.clear()
         self._chunk_maps.clear()
         self._chunk_maps_by_address.clear()
         self.generation += 1
@@ -347,6 +468,20 @@ class FileState:
         _SHARED_STATES.pop(old_key, None)
         _SHARED_STATES[_state_key(root)] = self
         return True
+
+
+def _compatible(store: RawDataStore, dtype: np.dtype, chunks: tuple[int, ...]) -> bool:
+    """True if a dataset of ``dtype`` and ``chunks`` can share ``store``."""
+    stored = store.raw_data.dtype
+    same_dtype = np.dtype(dtype) == stored or (np.dtype(dtype).kind == "O" and stored.kind == "O")
+    return tuple(chunks) == store.chunks and same_dtype
+
+
+def _dataset_path(key: str) -> str:
+    """The dataset path a store key belongs to (``ALT_STORES/p/@n`` belongs to ``p``)."""
+    if key.startswith(layout.ALT_STORES + "/"):
+        return key[len(layout.ALT_STORES) + 1 :].rpartition("/")[0]
+    return key
 
 
 def _state_key(root: h5py.Group) -> tuple[Any, str, str]:

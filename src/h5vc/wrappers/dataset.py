@@ -303,7 +303,7 @@ def open_committed_dataset(
     state: FileState, version: str, path: str, obj: h5py.Dataset
 ) -> CommittedDataset:
     """The read-only view of ``obj``, dataset ``path`` of committed ``version``."""
-    store = state.require_store(path, version)
+    store = state.require_store(path, version, obj)
     return CommittedDataset(
         obj,
         version=version,
@@ -407,6 +407,7 @@ class StagedDataset(_DatasetBase):
             fillvalue=self._fillvalue,
             attrs=self.attrs.to_dict(),
             filters=self._filters,
+            raw_data=self._raw_data,
         )
 
     def close_staging(self, reason: str) -> None:

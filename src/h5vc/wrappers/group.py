@@ -337,7 +337,7 @@ class StagedGroup(_GroupBase):
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
             return StagedGroup(self._state, version, obj, path)
-        store = self._state.require_store(path, version)
+        store = self._state.require_store(path, version, obj)
         chunk_map = self._state.chunk_map(version, path, obj)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
@@ -590,9 +590,7 @@ def _new_dataset(
         raise ValueError(f"Shape tuple is incompatible with data: {shape} vs {data.shape}")
     chunks = _parse_chunks(chunks, shape, dtype, maxshape)
     check_storable(path, dtype, chunks, filters)
-    existing = state.store(path)
-    if existing is not None:
-        existing.check_compatible(path, dtype, chunks)
+    existing = state.compatible_store(path, dtype, chunks)
     fill = default_fill(dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)[()]
     stored_fill = fillvalue if fillvalue is not None or dtype.kind == "O" else fill
     raw_data = existing.raw_data if existing is not None else None
