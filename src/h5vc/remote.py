@@ -78,7 +78,11 @@ def open_private(
         raise
     if isinstance(stream, _LocalStream):
         key = _file_number(file)
-        _LOCAL_STREAMS[key] = weakref.ref(stream, lambda _, key=key: _LOCAL_STREAMS.pop(key, None))
+
+        def forget(_: object, key: Any = key) -> None:
+            _LOCAL_STREAMS.pop(key, None)
+
+        _LOCAL_STREAMS[key] = weakref.ref(stream, forget)
 
     def close_both() -> None:
         try:
