@@ -116,7 +116,7 @@ def test_distributed_local_cluster(versioned: pathlib.Path) -> None:
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: others may run clusters here
             worker_dashboard_address=None,
         ) as cluster,
         distributed.Client(cluster, timeout=60) as client,
