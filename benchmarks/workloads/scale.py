@@ -1,13 +1,16 @@
 """Workload 8: Dask and xarray on a version.
 
-Dask: a 1-d float64 array of about 1 GB (``--quick``: 128 MB) is committed as version v1
-and edited in v2; the sum of v2 with ``h5vc.dask.from_version`` (default blocks: whole
-stored chunks, about 64 MiB each) is timed on a ``dask.distributed`` LocalCluster of one
-worker process and of two (one thread each), the best of three runs each, and their ratio
-reported. Worker start-up is not timed. As a control, the same clusters sum as many
-random numbers generated in the workers (CPU only, no I/O): its ratio shows how much of a
-second core was free during the run; and they sum the file's bytes read with plain
-``readinto`` calls in as many blocks (no HDF5): what reads from the page cache allow.
+Dask: a 1-d float64 array of 1 GiB (``--quick``: 128 MiB) is committed as version v1 and
+edited in v2; the sum of v2 with ``h5vc.dask.from_version`` (default blocks: whole stored
+chunks, about 64 MiB each) is timed with Dask's threaded scheduler on 1 and 2 threads, and
+on a ``dask.distributed`` LocalCluster of one worker process and of two (one thread each),
+five runs each after an untimed one (worker start-up and file opening are not timed):
+best, median and worst wall time, the CPU time of the best run, and the ratios 2 over 1.
+As a control, the same clusters sum as many random numbers generated in the workers (CPU
+only, no I/O): its ratio shows how much of a second core was free during the run; and
+they sum the file's bytes read with plain ``readinto`` calls in as many blocks (no HDF5):
+what reads from the page cache allow. ``load_average_1m`` is the machine's load when the
+measurement started.
 
 xarray: the same Dataset (a 2-d float64 variable of 80 MB with two coordinates) is written
 as a version with ``h5vc.xarray.to_version`` (h5vc) and as a plain netCDF-4 file with the
@@ -100,14 +103,57 @@ def raw_sums(path: pathlib.Path, blocks: int) -> Any:
     return dask.delayed(sum, pure=False)(parts)
 
 
-def dask_sums(path: pathlib.Path, expected: float) -> Metrics:
-    """Best-of-three sums of version v2 on one and on two worker processes.
+#: Timed runs of each Dask measurement (after one untimed run that opens the files).
+DASK_REPEATS = 5
 
-    The same clusters also sum as many random numbers generated in the workers (no
-    I/O: how much of a second core the machine had free) and the file's bytes read
-    with plain reads, block by block (no HDF5: what the machine's reads from the page
-    cache allow).
+
+def _cpu_seconds() -> float:
+    """CPU time of the calling process (all its threads): run on each worker."""
+    import time
+
+    return time.process_time()
+
+
+def _measure(
+    run: Any, cpu: Any, repeats: int = DASK_REPEATS
+) -> tuple[list[float], list[float], Any]:
+    """Wall and CPU seconds of ``repeats`` runs of ``run()`` (``cpu()``: CPU seconds so far
+    of every process doing the work), and the last result."""
+    import time
+
+    walls, cpus, result = [], [], None
+    for _ in range(repeats):
+        before = cpu()
+        start = time.perf_counter()
+        result = run()
+        walls.append(time.perf_counter() - start)
+        cpus.append(cpu() - before)
+    return walls, cpus, result
+
+
+def _spread(metrics: Metrics, name: str, walls: list[float], cpus: list[float]) -> None:
+    """Best, median and worst wall time, and CPU time of the best run."""
+    metrics[f"{name}_s"] = min(walls)
+    metrics[f"{name}_median_s"] = float(np.median(walls))
+    metrics[f"{name}_worst_s"] = max(walls)
+    metrics[f"{name}_cpu_s"] = cpus[int(np.argmin(walls))]
+
+
+def dask_sums(path: pathlib.Path, expected: float) -> Metrics:
+    """Sums of version v2 with Dask: threads (1 and 2), and worker processes (1 and 2).
+
+    Each measurement runs once untimed (workers open the file), then
+    :data:`DASK_REPEATS` times; the best, median and worst wall times are kept, and the
+    CPU time of the best run (of the calling process for threads, of the workers for
+    processes). The same clusters also sum as many random numbers generated in the
+    workers (CPU only, no I/O: how much of a second core the machine had free) and the
+    file's bytes read with plain reads, block by block (no HDF5: what reads from the
+    page cache allow).
     """
+    import os
+    import time
+
+    import dask
     import dask.array as da
     import distributed
 
@@ -115,31 +161,55 @@ def dask_sums(path: pathlib.Path, expected: float) -> Metrics:
 
     array = hd.from_version(path, "v2", "x")
     control = da.random.default_rng(0).random(array.shape, chunks=array.chunks)
-    metrics: Metrics = {"dask_blocks": float(array.npartitions)}
+    metrics: Metrics = {
+        "dask_blocks": float(array.npartitions),
+        "dask_block_bytes": float(array.nbytes / array.npartitions),
+        "load_average_1m": os.getloadavg()[0],
+    }
+    for threads in (1, 2):
+        with dask.config.set(scheduler="threads", num_workers=threads):
+            array.sum().compute()
+            walls, cpus, total = _measure(lambda: array.sum().compute(), time.process_time)
+        if not np.isclose(total, expected, rtol=1e-9):
+            raise AssertionError(f"dask sum with {threads} threads: {total} != {expected}")
+        _spread(metrics, f"dask_sum_{threads}_threads", walls, cpus)
     for workers in (1, 2):
         with (
             distributed.LocalCluster(
                 n_workers=workers,
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",
                 worker_dashboard_address=None,
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
-            seconds, total = best_of(lambda: client.compute(array.sum()).result())
-            metrics[f"control_sum_{workers}_workers_s"], _ = best_of(
-                lambda: client.compute(control.sum()).result()
-            )
-            metrics[f"raw_sum_{workers}_workers_s"], _ = best_of(
-                lambda: client.compute(raw_sums(path, array.npartitions)).result()
-            )
-        if not np.isclose(total, expected, rtol=1e-9):
-            raise AssertionError(f"dask sum with {workers} workers: {total} != {expected}")
-        metrics[f"dask_sum_{workers}_workers_s"] = seconds
-    for kind in ("dask", "control", "raw"):
-        one, two = metrics[f"{kind}_sum_1_workers_s"], metrics[f"{kind}_sum_2_workers_s"]
-        metrics[f"{kind}_speedup_2_over_1"] = float(one) / float(two)  # type: ignore[arg-type]
+
+            def worker_cpu() -> float:
+                return float(sum(client.run(_cpu_seconds).values()))
+
+            jobs = {
+                "dask": lambda: client.compute(array.sum()).result(),
+                "control": lambda: client.compute(control.sum()).result(),
+                "raw": lambda: client.compute(raw_sums(path, array.npartitions)).result(),
+            }
+            for kind, job in jobs.items():
+                job()
+                walls, cpus, total = _measure(job, worker_cpu)
+                _spread(metrics, f"{kind}_sum_{workers}_workers", walls, cpus)
+                if kind == "dask" and not np.isclose(total, expected, rtol=1e-9):
+                    raise AssertionError(f"dask sum with {workers} workers: {total} != {expected}")
+    for kind, unit in (
+        ("dask", "threads"),
+        ("dask", "workers"),
+        ("control", "workers"),
+        ("raw", "workers"),
+    ):
+        one, two = metrics[f"{kind}_sum_1_{unit}_s"], metrics[f"{kind}_sum_2_{unit}_s"]
+        suffix = "_threads" if unit == "threads" else ""
+        metrics[f"{kind}{suffix}_speedup_2_over_1"] = float(one) / float(two)  # type: ignore[arg-type]
+    one, threads = metrics["dask_sum_1_workers_s"], metrics["dask_sum_1_threads_s"]
+    metrics["dask_1_worker_over_1_thread"] = float(one) / float(threads)  # type: ignore[arg-type]
     return metrics
 
 

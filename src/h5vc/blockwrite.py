@@ -11,6 +11,8 @@ of h5vc but its errors.
 
 from __future__ import annotations
 
+import itertools
+import math
 import os
 from typing import Any
 
@@ -50,17 +52,23 @@ def block_chunks(
     return normalize_chunks("auto", shape, limit=limit, dtype=dtype, previous_chunks=stored)
 
 
-def _target() -> int:
-    """The block size, read at call time (so that it can be changed)."""
-    return DEFAULT_BLOCK_BYTES
+#: Target size of one block when writing: blocks are computed a few at a time.
+WRITE_BLOCK_BYTES = 16 * 1024 * 1024
+
+#: Bytes of computed blocks a write keeps in flight (each batch and the next), at most
+#: (but always two blocks per batch).
+IN_FLIGHT_BYTES = 128 * 1024 * 1024
+
+
+def _write_target() -> int:
+    """The block size for writes, read at call time (so that it can be changed)."""
+    return WRITE_BLOCK_BYTES
 
 
 def _block_slices(
     chunks: tuple[tuple[int, ...], ...],
 ) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """(block position, box) of every block of a Dask array with ``chunks``."""
-    import itertools
-
     starts = [np.cumsum((0, *sizes)) for sizes in chunks]
     out = []
     for index in itertools.product(*(range(len(sizes)) for sizes in chunks)):
@@ -112,11 +120,15 @@ def store(target: Any, value: Any, index: Any = ()) -> None:
     """Write the Dask array ``value`` into ``target[index]`` (a staged dataset).
 
     Blocks are computed a few at a time (as many as there are cores, in parallel by
-    Dask's scheduler) and written by this one writer, so memory holds a few blocks,
-    never the whole array; the staged dataset keeps the chunks written until the
-    version is committed, as for any write. ``value`` must have exactly the shape of
-    the selection (no broadcasting) and a dtype that casts to the dataset's.
-    Selections other than integers and step-1 slices are computed whole first.
+    Dask's scheduler; the next few while the current ones are written) and written by
+    this one writer, so memory holds a few blocks, never the whole array. A target
+    with ``write_through(region, values)`` (a staged dataset of a versioned file)
+    stores the whole chunks of each block in the file at once, hashed and
+    deduplicated as a commit would (taken back if the version is not committed);
+    only chunks the selection covers in part are staged in memory. ``value`` must
+    have exactly the shape of the selection (no broadcasting) and a dtype that casts
+    to the dataset's. Selections other than integers and step-1 slices are computed
+    whole first.
     """
     shape = tuple(target.shape)
     whole = (isinstance(index, tuple) and not index) or index is Ellipsis
@@ -134,19 +146,108 @@ def store(target: Any, value: Any, index: Any = ()) -> None:
     sizes = tuple(b.stop - b.start for b in box)
     if value.shape != sizes:
         value = value.reshape(sizes)  # integer axes back as length 1
-    if getattr(target, "chunks", None):
-        aligned = block_chunks(sizes, tuple(target.chunks), np.dtype(value.dtype), _target())
-        value = value.rechunk(aligned)  # whole stored chunks per block, where the box allows
-    import dask
-
-    batch = max(2, os.cpu_count() or 1)
+    stored = tuple(getattr(target, "chunks", None) or ())
+    if stored:
+        value = value.rechunk(_aligned_chunks(box, stored, np.dtype(value.dtype), _write_target()))
     blocks = _block_slices(value.chunks)
-    for first in range(0, len(blocks), batch):
-        group = blocks[first : first + batch]
-        computed = dask.compute(*(value.blocks[position] for position, _ in group))
+    largest = [max(sizes_, default=0) for sizes_ in value.chunks]
+    block_bytes = max(1, math.prod(largest) * np.dtype(value.dtype).itemsize)
+    batch = max(2, min(os.cpu_count() or 1, IN_FLIGHT_BYTES // block_bytes))
+    groups = [blocks[first : first + batch] for first in range(0, len(blocks), batch)]
+    writer = getattr(target, "write_through", None) if stored else None
+    for group, computed in _computed(value, groups):
         for (_, part), data in zip(group, computed):
             region = tuple(slice(b.start + p.start, b.start + p.stop) for b, p in zip(box, part))
-            target[region] = np.asarray(data)
+            _write_block(target, writer, region, np.asarray(data), stored, shape)
+
+
+def _computed(value: Any, groups: list[Any]) -> Any:
+    """(group, computed blocks) for every group of blocks, the next group computed on
+    another thread while the caller writes the current one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import dask
+
+    def compute(group: Any) -> Any:
+        return dask.compute(*(value.blocks[position] for position, _ in group))
+
+    if not groups:
+        return
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(compute, groups[0])
+        try:
+            for k, group in enumerate(groups):
+                computed = pending.result()
+                if k + 1 < len(groups):
+                    pending = pool.submit(compute, groups[k + 1])
+                yield group, computed
+                del computed
+        finally:
+            pending.cancel()
+
+
+def _write_block(
+    target: Any,
+    writer: Any,
+    region: tuple[slice, ...],
+    data: np.ndarray,
+    stored: tuple[int, ...],
+    shape: tuple[int, ...],
+) -> None:
+    """``target[region] = data``: the whole chunks through ``writer`` when there is one,
+    the chunks ``region`` covers in part through ``target[...]``."""
+    if writer is None:
+        target[region] = data
+        return
+    inner = []
+    for box, c, n in zip(region, stored, shape):
+        low = -(-box.start // c) * c
+        high = box.stop if box.stop == n else box.stop // c * c
+        inner.append(slice(low, max(low, high)))
+    if any(b.start >= b.stop for b in inner):
+        target[region] = data
+        return
+    local = tuple(slice(i.start - r.start, i.stop - r.start) for i, r in zip(inner, region))
+    if not writer(tuple(inner), data[local]):
+        target[region] = data
+        return
+    current = list(region)
+    for axis, middle in enumerate(inner):
+        edges = (
+            slice(current[axis].start, middle.start),
+            slice(middle.stop, current[axis].stop),
+        )
+        for edge in edges:
+            if edge.start < edge.stop:
+                piece = (*current[:axis], edge, *current[axis + 1 :])
+                where = tuple(
+                    slice(p.start - r.start, p.stop - r.start) for p, r in zip(piece, region)
+                )
+                target[piece] = data[where]
+        current[axis] = middle
+
+
+def _aligned_chunks(
+    box: tuple[slice, ...], stored: tuple[int, ...], dtype: np.dtype, target_bytes: int
+) -> tuple[tuple[int, ...], ...]:
+    """Dask chunks for writing into ``box`` of a dataset stored in ``stored`` chunks:
+    every block boundary inside the box lies on a stored chunk boundary of the
+    dataset, and a block holds whole chunks of about ``target_bytes``."""
+    sizes = tuple(b.stop - b.start for b in box)
+    if not all(sizes):
+        return tuple((n,) for n in sizes)
+    lengths = [sizes_[0] for sizes_ in block_chunks(sizes, stored, dtype, target_bytes)]
+    out = []
+    for b, c, length in zip(box, stored, lengths):
+        step = max(c, length // c * c)
+        edges = [b.start]
+        edge = b.start // c * c + step
+        while edge < b.stop:
+            edges.append(edge)
+            edge += step
+        edges.append(b.stop)
+        out.append(tuple(int(y - x) for x, y in itertools.pairwise(edges)))
+    return tuple(out)
 
 
 def create_dataset(group: Any, name: str, data: Any, **kwargs: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +19,7 @@ import h5py
 
 from h5vc.errors import MissingDependencyError, ReadOnlyError
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "is_url", "open_h5file", "open_private"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "is_url", "open_h5file", "open_private", "stream_descriptor"]
 
 #: Bytes fsspec fetches per request (and caches) when reading a URL. HDF5 reads its
 #: metadata in many small pieces near each other; a block this size serves most of
@@ -75,6 +76,13 @@ def open_private(
     except BaseException:
         stream.close()
         raise
+    if isinstance(stream, _LocalStream):
+        key = _file_number(file)
+
+        def forget(_: object, key: Any = key) -> None:
+            _LOCAL_STREAMS.pop(key, None)
+
+        _LOCAL_STREAMS[key] = weakref.ref(stream, forget)
 
     def close_both() -> None:
         try:
@@ -84,6 +92,31 @@ def open_private(
             stream.close()
 
     return file, close_both
+
+
+#: The local streams :func:`open_private` opened, by HDF5 file number (unique for the
+#: life of the process), held weakly: what :func:`stream_descriptor` looks up.
+_LOCAL_STREAMS: dict[Any, weakref.ref[_LocalStream]] = {}
+
+
+def _file_number(file: h5py.File) -> Any:
+    return file.id.fileno
+
+
+def stream_descriptor(file: h5py.File) -> int | None:
+    """The OS file descriptor of the local file that HDF5 reads ``file`` through, when
+    :func:`open_private` opened it (a Python stream over a local file); else None.
+
+    Lets positioned reads (:mod:`h5vc.store.fastread`) serve files opened privately.
+    """
+    try:
+        ref = _LOCAL_STREAMS.get(_file_number(file))
+    except ValueError:  # a closed file
+        return None
+    stream = None if ref is None else ref()
+    if stream is None or stream.closed:
+        return None
+    return stream.fileno()
 
 
 def is_url(target: Any) -> bool:

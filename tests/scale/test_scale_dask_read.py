@@ -116,7 +116,7 @@ def test_distributed_local_cluster(versioned: pathlib.Path) -> None:
             n_workers=2,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            dashboard_address=":0",  # any free port: others may run clusters here
             worker_dashboard_address=None,
         ) as cluster,
         distributed.Client(cluster, timeout=60) as client,
@@ -207,3 +207,21 @@ def test_missing_file_and_wrong_path_type(tmp_path: pathlib.Path) -> None:
         hd.from_version(tmp_path / "nope.h5", "v1", "x")
     with pytest.raises(TypeError, match="path or URL"):
         hd.from_version(123, "v1", "x")  # type: ignore[arg-type]
+
+
+def test_cached_files_are_read_with_positioned_reads(versioned: pathlib.Path) -> None:
+    from h5vc.remote import stream_descriptor
+    from h5vc.store import layout
+    from h5vc.store.fastread import fast_reader
+
+    source = hd.Source(str(versioned), "v3", "grid/x")
+    np.testing.assert_array_equal(hd.committed_dataset(source)[:], expected_x("v3"))
+    opened = hd.open_source(source)
+    assert opened.file.driver == "fileobj"  # a private handle, read through a stream
+    fd = stream_descriptor(opened.file)
+    assert isinstance(fd, int) and os.path.samefile(f"/proc/self/fd/{fd}", versioned)
+    raw_data = opened.root[f"{layout.VERSION_DATA}/grid/x/{layout.RAW_DATA}"]
+    assert fast_reader(raw_data) is not None
+    file = opened.file
+    hd.close_files()
+    assert stream_descriptor(file) is None

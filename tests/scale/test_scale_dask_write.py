@@ -47,7 +47,7 @@ def test_create_dataset_from_dask_streams_blocks(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        h5vc.blockwrite, "DEFAULT_BLOCK_BYTES", 100 * 30 * 8 * 2
+        h5vc.blockwrite, "WRITE_BLOCK_BYTES", 100 * 30 * 8 * 2
     )  # 2 chunk rows a block
     path = tmp_path / "a.h5"
     counting = CountingBlocks()

@@ -27,7 +27,7 @@ import xxhash
 
 from h5vc.chunking import ChunkCache, chunk_cache
 from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
-from h5vc.samples.chunks import ChunkDecoder, ChunkLocation, chunk_locations
+from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
@@ -191,7 +191,15 @@ def _create_file(directory: pathlib.Path, cache: ChunkCache) -> tuple[str, h5py.
 
 
 class CollectionWriter:
-    """One new collection file, open for writing in SWMR mode."""
+    """One new collection file, open for writing in SWMR mode.
+
+    Where a sample is exactly one chunk and the filter pipeline is one
+    :class:`~h5vc.samples.chunks.ChunkEncoder` reproduces, chunks are encoded without
+    HDF5 (by :meth:`encode`, on any thread) and stored with direct chunk writes. The
+    first sample of every file is written through HDF5's filter pipeline and its stored
+    bytes compared with the encoder's: only on a match is the encoder used for the
+    file, so stored bytes are always those HDF5 itself would store.
+    """
 
     def __init__(self, directory: pathlib.Path, schema: Schema) -> None:
         self.schema = schema
@@ -206,6 +214,11 @@ class CollectionWriter:
             self.h5file.close()
             self.path.unlink()
             raise
+        self._chunk = tuple(max(dim, 1) for dim in schema.shape)
+        first = self._datasets[0].dataset
+        one_chunk = first.chunks == (1, *self._chunk)
+        self._encoder = ChunkEncoder.for_dataset(first) if one_chunk else None
+        self._encoder_checked = False
 
     def _create_datasets(self) -> list[_SampleIO]:
         schema = self.schema
@@ -228,13 +241,49 @@ class CollectionWriter:
     def full(self) -> bool:
         return self._slots_used >= self.schema.collection_count * self.schema.collection_size
 
-    def write(self, array: np.ndarray) -> SampleRecord:
-        """Store ``array`` (already checked against the schema) in the next free slot."""
+    @property
+    def encodes(self) -> bool:
+        """Whether :meth:`encode` may give the stored bytes of samples of this file."""
+        return self._encoder is not None
+
+    def encode(self, array: np.ndarray) -> bytes | None:
+        """The stored bytes of the chunk holding ``array`` (padded with zeros to the
+        chunk), or ``None`` where HDF5 must write it. Thread-safe; touches no file."""
+        if self._encoder is None or not array.size:
+            return None
+        if array.shape == self.schema.shape:
+            chunk = array
+        else:
+            chunk = np.zeros(self._chunk, self.schema.dtype)
+            chunk[tuple(slice(0, n) for n in array.shape)] = array
+        return self._encoder.encode(chunk)
+
+    def write(
+        self, array: np.ndarray, encoded: bytes | None = None, *, flush: bool = True
+    ) -> SampleRecord:
+        """Store ``array`` (already checked against the schema) in the next free slot.
+
+        ``encoded``: its chunk's stored bytes from :meth:`encode`, if already encoded
+        (else the sample is encoded here when the file takes encoded chunks). With
+        ``flush`` (the default) readers in other processes see the sample once this
+        returns; else once :meth:`flush` is called.
+        """
         number, index = divmod(self._slots_used, self.schema.collection_size)
         sample_io = self._datasets[number]
         if array.size:
-            sample_io.write(index, array)
-            sample_io.dataset.flush()  # SWMR: readers in other processes see the sample from now on
+            if self._encoder is None:
+                encoded = None  # (the encoder may have been refused since it encoded)
+            elif not self._encoder_checked:
+                encoded = self._check_encoder(sample_io, index, array)
+            elif encoded is None:
+                encoded = self.encode(array)
+            if encoded is None:
+                sample_io.write(index, array)
+            elif encoded:  # (empty: written already)
+                corner = (index,) + (0,) * len(self._chunk)
+                sample_io.dataset.id.write_direct_chunk(corner, encoded, 0)
+            if flush:
+                sample_io.dataset.flush()  # SWMR: readers in other processes see it from now on
         self._slots_used += 1
         if self.schema.backend == "01":
             return Record01(
@@ -245,6 +294,25 @@ class CollectionWriter:
                 shape=array.shape,
             )
         return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
+
+    def _check_encoder(self, sample_io: _SampleIO, index: int, array: np.ndarray) -> bytes:
+        """Write ``array`` through HDF5 and, if it is encodable, keep the encoder only if
+        it gives the bytes HDF5 stored (else the next encodable sample is checked).
+        Returns ``b""``: the sample is written."""
+        sample_io.write(index, array)
+        encoded = self.encode(array)
+        if encoded is not None:
+            self._encoder_checked = True
+            corner = (index,) + (0,) * len(self._chunk)
+            mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
+            if mask or bytes(stored) != encoded:
+                self._encoder = None
+        return b""
+
+    def flush(self) -> None:
+        """Make every sample written so far visible to readers in other processes."""
+        for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
+            sample_io.dataset.flush()
 
     def read(self, record: SampleRecord) -> np.ndarray:
         """Read back a sample of this file through the writing handle."""

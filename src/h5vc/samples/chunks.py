@@ -48,6 +48,7 @@ __all__ = [
     "BLOSC_FILTER",
     "ChunkDecodeError",
     "ChunkDecoder",
+    "ChunkEncoder",
     "chunk_locations",
     "fletcher32",
 ]
@@ -263,3 +264,64 @@ def chunk_locations(dataset: h5py.Dataset) -> list[ChunkLocation] | None:
 
     iterate(visit)
     return locations
+
+
+class ChunkEncoder:
+    """The stored bytes of one chunk, as HDF5's filter pipeline writes them, without HDF5.
+
+    For pipelines of Blosc (filter 32001, as :mod:`hdf5plugin` sets it up: type size,
+    level, shuffle and compressor in cd_values 2, 4, 5 and 6; automatic block size)
+    optionally followed by Fletcher-32. Blosc runs in ``numcodecs``, which releases the
+    GIL, so several threads may encode at once. HDF5's Blosc filter compresses into a
+    buffer the size of the chunk and, when the result would not fit, stores the chunk
+    without that filter; :meth:`encode` therefore returns ``None`` (write the chunk
+    through HDF5) for any chunk that does not compress to at most half its size, where
+    a bounded buffer could change the outcome. A writer should compare one chunk
+    encoded here with HDF5's own before trusting the encoder with a file (see
+    :meth:`h5vc.samples.backends.CollectionWriter.write`).
+    """
+
+    __slots__ = ("_blosc", "_fletcher", "_typesize")
+
+    def __init__(self, blosc: tuple[str, int, int], typesize: int, fletcher: bool) -> None:
+        self._blosc = blosc  # (compressor, level, shuffle)
+        self._typesize = typesize
+        self._fletcher = fletcher
+
+    @classmethod
+    def for_dataset(cls, dataset: h5py.Dataset) -> ChunkEncoder | None:
+        """An encoder for the pipeline of ``dataset``; ``None`` if it is another one."""
+        if not _blosc_module():
+            return None
+        plist = dataset.id.get_create_plist()
+        filters = [plist.get_filter(number) for number in range(plist.get_nfilters())]
+        if not filters or filters[0][0] != BLOSC_FILTER:
+            return None
+        fletcher = len(filters) == 2 and filters[1][0] == h5py.h5z.FILTER_FLETCHER32
+        if len(filters) > 1 + fletcher:
+            return None
+        values = tuple(filters[0][2])
+        if len(values) < 7:
+            return None
+        typesize, level, shuffle = values[2], values[4], values[5]
+        compressor = _BLOSC_COMPRESSORS.get(values[6])
+        if compressor is None or compressor not in _blosc.list_compressors():
+            return None
+        if not 1 <= typesize <= 255:
+            return None
+        return cls((compressor, level, shuffle), typesize, fletcher)
+
+    def encode(self, chunk: np.ndarray) -> bytes | None:
+        """The stored bytes of ``chunk`` (C-contiguous, the whole chunk), or ``None``
+        when HDF5 must write it (it does not compress to half its size)."""
+        if not chunk.nbytes:
+            return None
+        compressor, level, shuffle = self._blosc
+        raw = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
+        encoded = _blosc.compress(raw, compressor.encode(), level, shuffle, 0, self._typesize)
+        if len(encoded) > chunk.nbytes // 2:
+            return None
+        if self._fletcher:
+            checksum = fletcher32(encoded)
+            return bytes(encoded) + checksum.to_bytes(4, "little")
+        return bytes(encoded)

@@ -54,6 +54,8 @@ __all__ = ["SampleReader", "SampleStore", "SampleWriter", "content_digest"]
 _MAX_DEFAULT_THREADS = 4
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
 BATCH_WINDOW = 128
+#: :meth:`SampleWriter.write_many` encodes this many samples ahead of the writes.
+WRITE_WINDOW = 64
 
 
 def _load_index(directory: pathlib.Path) -> dict[str, str]:
@@ -140,9 +142,13 @@ class SampleStore:
             f"shape={schema.shape} dtype={schema.dtype}>"
         )
 
-    def writer(self) -> SampleWriter:
-        """A new writer session; use it as a context manager."""
-        return SampleWriter(self.directory, self.schema)
+    def writer(self, *, threads: int | None = None) -> SampleWriter:
+        """A new writer session; use it as a context manager.
+
+        ``threads``: encoding threads of :meth:`SampleWriter.write_many` (``None``: one
+        per usable core, at most 4; ``0``: encode in the calling thread).
+        """
+        return SampleWriter(self.directory, self.schema, threads=threads)
 
     def reader(self, *, threads: int | None = None) -> SampleReader:
         """A reader; it pickles, so worker processes can use it.
@@ -165,9 +171,13 @@ class SampleWriter:
     ``close()``) closes the files and publishes their content indexes.
     """
 
-    def __init__(self, directory: pathlib.Path, schema: Schema) -> None:
+    def __init__(
+        self, directory: pathlib.Path, schema: Schema, *, threads: int | None = None
+    ) -> None:
         self.directory = directory
         self.schema = schema
+        self.threads = default_threads() + 1 if threads is None else _parse_threads(threads)
+        self._executor: ThreadPoolExecutor | None = None
         self._index = _load_index(directory)
         self._files: dict[str, CollectionWriter] = {}
         self._current: CollectionWriter | None = None
@@ -182,20 +192,79 @@ class SampleWriter:
 
     def write(self, array: np.ndarray) -> str:
         """Store ``array`` unless an identical sample is stored; return its record string."""
+        self._check_open()
+        array = check_sample(array, self.schema)
+        return self._store(array, content_digest(array), None, flush=True)
+
+    def write_many(self, arrays: Iterable[np.ndarray]) -> list[str]:
+        """Store several samples; return their record strings, in order.
+
+        The same records, deduplication and files as :meth:`write` for each sample in
+        turn, but samples are hashed and their chunks compressed on the writer's threads
+        (``threads`` of :meth:`SampleStore.writer`), a window of :data:`WRITE_WINDOW`
+        samples ahead of the one being written, and written with direct chunk writes
+        where the file takes them (see :class:`~h5vc.samples.backends.CollectionWriter`).
+        Each window is flushed before the next is written, so readers in other processes
+        see every sample once ``write_many`` returns. Every sample is checked against the
+        schema first: a bad one raises :class:`SchemaMismatchError` and none is written.
+        """
+        self._check_open()
+        checked = [check_sample(array, self.schema) for array in arrays]
+        windows = [checked[i : i + WRITE_WINDOW] for i in range(0, len(checked), WRITE_WINDOW)]
+        records: list[str] = []
+        if not windows:
+            return records
+        pool = self._encode_executor() if self.threads else None
+        pending = self._prepare(windows[0], pool)
+        for number, window in enumerate(windows):
+            prepared = [job.result() if hasattr(job, "result") else job for job in pending]
+            if number + 1 < len(windows):
+                pending = self._prepare(windows[number + 1], pool)
+            touched: dict[str, CollectionWriter] = {}
+            for array, (digest, encoded) in zip(window, prepared):
+                records.append(self._store(array, digest, encoded, flush=False))
+                if self._current is not None:
+                    touched[self._current.uid] = self._current
+            for collection in touched.values():
+                collection.flush()
+        return records
+
+    def _prepare(self, window: list[np.ndarray], pool: ThreadPoolExecutor | None) -> list[Any]:
+        """(content digest, encoded chunk or None) of each sample, as futures on ``pool``
+        (computed here without one)."""
+        collection = self._current
+        encode = collection.encode if collection is not None and collection.encodes else None
+
+        def prepare(array: np.ndarray) -> tuple[str, bytes | None]:
+            return content_digest(array), None if encode is None else encode(array)
+
+        if pool is None:
+            return [prepare(array) for array in window]
+        return [pool.submit(prepare, array) for array in window]
+
+    def _check_open(self) -> None:
         if self.closed:
             raise ClosedError(f"Expected an open writer for {self.directory}. It is closed.")
-        array = check_sample(array, self.schema)
-        digest = content_digest(array)
+
+    def _store(self, array: np.ndarray, digest: str, encoded: bytes | None, flush: bool) -> str:
         existing = self._index.get(digest)
         if existing is not None and self._holds(existing, array):
             return existing
         if self._current is None or self._current.full:
             self._current = CollectionWriter(self.directory, self.schema)
             self._files[self._current.uid] = self._current
-        record = self._current.write(array).encode()
+            encoded = None  # (encoded for another file)
+        record = self._current.write(array, encoded, flush=flush).encode()
         self._current.entries.append((digest, record))
         self._index[digest] = record
         return record
+
+    def _encode_executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=self.threads, thread_name_prefix="h5vc-samples-encode"
+            )
+        return self._executor
 
     def _holds(self, record_text: str, array: np.ndarray) -> bool:
         """True if ``record_text`` points to a readable sample equal to ``array``."""
@@ -217,6 +286,9 @@ class SampleWriter:
         if self.closed:
             return
         self.closed = True
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
         if self._verifier is not None:
             self._verifier.close()
         for collection in self._files.values():

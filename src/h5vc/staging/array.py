@@ -152,6 +152,34 @@ class StagedChangesArray:
         """Copy every chunk still on a base slab into memory."""
         LoadPlan(self).execute(self)
 
+    def place_stored(self, grid_box: tuple[slice, ...], slots: np.ndarray, base: Any) -> None:
+        """Point the chunks of ``grid_box`` (a box of the chunk grid) at rows of the base
+        slab ``base``: chunk ``i`` at row ``slots[i] * chunk_size[0]``, or at the fill
+        slab where ``slots[i] < 0``.
+
+        ``base`` becomes the one base slab if the array has none yet; an array with a
+        base slab must be given that same slab. Staged slabs no chunk points to any
+        more are dropped.
+        """
+        if self.n_base_slabs == 0:
+            self.slabs.insert(1, base)
+            self.n_base_slabs = 1
+            self.slab_indices[self.slab_indices >= 1] += 1
+        elif self.n_base_slabs != 1 or self.slabs[1] is not base:
+            raise ValueError("Expected the array's own (single) base slab.")
+        slots = np.asarray(slots, dtype=np.intp)
+        if slots.shape != self.slab_indices[grid_box].shape:
+            raise ValueError(
+                f"Expected slots of shape {self.slab_indices[grid_box].shape}. Got {slots.shape}."
+            )
+        stored = slots >= 0
+        self.slab_indices[grid_box] = np.where(stored, 1, 0)
+        self.slab_offsets[grid_box] = np.where(stored, slots * self.chunk_size[0], 0)
+        referenced = np.bincount(self.slab_indices.ravel(), minlength=len(self.slabs)) > 0
+        for slab in range(2, len(self.slabs)):
+            if not referenced[slab]:
+                self.slabs[slab] = None
+
     def changes(self) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
         """``(chunk coordinates, data)`` for every chunk on a staged slab.
 

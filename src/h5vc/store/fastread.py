@@ -29,6 +29,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
+from h5vc.remote import stream_descriptor
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_map, pipeline_of
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
@@ -410,6 +411,8 @@ def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:
 def _descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
+        if file.driver == "fileobj":
+            return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
         if file.driver != "sec2":
             return None
         handle = file.id.get_vfd_handle()

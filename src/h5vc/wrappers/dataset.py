@@ -21,7 +21,7 @@ from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import read_fill, staged_array
+from h5vc.store.reading import RawDataSlab, read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.direct import DirectReader
@@ -330,6 +330,7 @@ class StagedDataset(_DatasetBase):
         base: Link | None = None,
         base_shape: tuple[int, ...] | None = None,
         filters: dict[str, Any] | None = None,
+        state: FileState | None = None,
     ):
         self._name = name
         self._array = array
@@ -342,6 +343,8 @@ class StagedDataset(_DatasetBase):
         self._filters = dict(filters or {})
         self.attrs = attrs
         self._read_only_reason: str | None = None
+        self._state = state
+        self._stored_through = False
 
     @property
     def _data(self) -> StagedChangesArray:
@@ -363,6 +366,46 @@ class StagedDataset(_DatasetBase):
             store(self, value, index)
             return
         self._array[index] = coerce_value(value, self._dtype)
+
+    def write_through(self, region: tuple[slice, ...], values: np.ndarray) -> bool:
+        """``self[region] = values``, stored in the file now instead of held in memory.
+
+        ``region`` (step-1 slices, one per axis) must cover whole chunks: it starts on
+        a chunk boundary on every axis and ends on one or at the dataset's edge. The
+        chunks are hashed, deduplicated and written to the dataset's chunk store at
+        once, as a commit would store them, and the staged dataset points at them;
+        they are taken back if the version is not committed. Returns False, writing
+        nothing, where this does not apply (text, a region not on chunk boundaries,
+        a dataset not backed by the file's chunk stores): then write with ``[...]``.
+        """
+        self._check_writable()
+        array, chunks = self._array, self._chunks
+        if self._state is None or self._dtype.kind == "O" or len(region) != len(chunks):
+            return False
+        grid_box = []
+        for box, c, n in zip(region, chunks, array.shape):
+            start, stop = box.start, box.stop
+            if not 0 <= start < stop <= n or start % c or (stop % c and stop != n):
+                return False
+            grid_box.append(slice(start // c, -(-stop // c)))
+        values = np.asarray(values, dtype=self._dtype)
+        if values.shape != tuple(b.stop - b.start for b in region):
+            return False
+        store = self._state.writable_store(
+            self._name.strip("/"),
+            dtype=self._dtype,
+            chunks=chunks,
+            fillvalue=self._fillvalue,
+            filters=self._filters,
+        )
+        base = array.slabs[1] if array.n_base_slabs else RawDataSlab(store.raw_data)
+        if getattr(getattr(base, "dataset", None), "name", None) != store.raw_data.name:
+            return False
+        slots = store.store_array(values, fillvalue=self._fillvalue)
+        array.place_stored(tuple(grid_box), slots, base)
+        self._raw_data = store.raw_data
+        self._stored_through = True
+        return True
 
     def resize(self, size: Any, axis: int | None = None) -> None:
         """Resize like ``h5py.Dataset.resize``: grow or shrink any axis.
@@ -393,6 +436,8 @@ class StagedDataset(_DatasetBase):
     @property
     def changed(self) -> bool:
         if self._base is None or self.attrs.modified or self._array.has_changes:
+            return True
+        if self._stored_through:
             return True
         return self.shape != self._base_shape
 

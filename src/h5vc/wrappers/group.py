@@ -351,6 +351,7 @@ class StagedGroup(_GroupBase):
             raw_data=store.raw_data,
             base=Link(base, name),
             base_shape=chunk_map.shape,
+            state=self._state,
         )
 
     # -- writing ------------------------------------------------------------------
@@ -620,6 +621,7 @@ def _new_dataset(
         attrs=StagedAttributes(None, layout.DATASET_ATTRS),
         raw_data=raw_data,
         filters=filters,
+        state=state,
     )
 
 

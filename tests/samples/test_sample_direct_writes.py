@@ -1,0 +1,163 @@
+"""Compressed samples encoded without HDF5 and stored with direct chunk writes: the same
+bytes HDF5's filter pipeline stores, the same records, visible to other processes."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import pathlib
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+import xxhash
+
+from h5vc.samples import SampleStore, decode_record
+from h5vc.samples import chunks as sample_chunks
+
+SHAPE = (128, 136)  # more than 16 KiB: backend 00 keeps one sample a chunk
+
+
+def samples(count: int, seed: int) -> list[np.ndarray]:
+    """Compressible samples (gradients with a little noise), one incompressible, one of
+    zeros and repeats."""
+    rng = np.random.default_rng(seed)
+    rows, cols = np.indices(SHAPE)
+    out = []
+    for _ in range(count):
+        image = rng.integers(0, 100) + rows * rng.integers(0, 3) + cols // rng.integers(1, 4)
+        noise = rng.random(SHAPE) < 0.05
+        image = np.where(noise, image + rng.integers(0, 20, SHAPE), image)
+        out.append(np.ascontiguousarray(np.clip(image, 0, 255).astype(np.uint8)))
+    out[3] = rng.integers(0, 256, SHAPE, dtype=np.uint8)  # does not compress
+    out[5] = np.zeros(SHAPE, np.uint8)
+    out[7] = out[2].copy()  # a repeat: stored once
+    return out
+
+
+def stored_chunks(directory: pathlib.Path) -> list[tuple[int, bytes]]:
+    """(filter mask, stored bytes) of every written chunk of every collection file, in
+    file order (files by creation order of their first chunk)."""
+    out = []
+    files = sorted(directory.glob("*.hdf5"), key=lambda p: p.stat().st_mtime_ns)
+    for path in files:
+        with h5py.File(path, "r") as f:
+            for name in sorted(f, key=int):
+                dataset = f[name]
+                for index in range(dataset.shape[0]):
+                    corner = (index,) + (0,) * (dataset.ndim - 1)
+                    if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
+                        mask, data = dataset.id.read_direct_chunk(corner)
+                        out.append((mask, bytes(data)))
+    return out
+
+
+def without_uid(records: list[str]) -> list[Any]:
+    return [dataclasses.replace(decode_record(r), uid="x") for r in records]
+
+
+class CountingEncoder:
+    """Counts the chunks the encoder gave bytes for."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.encoded = 0
+        original = sample_chunks.ChunkEncoder.encode
+
+        def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+            result = original(encoder, chunk)
+            self.encoded += result is not None
+            return result
+
+        monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+@pytest.mark.parametrize(
+    "compression",
+    [
+        {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"},
+        {"complib": "blosc:lz4", "complevel": 9, "shuffle": None},
+        {"complib": "blosc:zstd", "complevel": 3, "shuffle": "bit"},
+        {"complib": "blosc:blosclz", "complevel": 1, "shuffle": "byte"},
+    ],
+)
+def test_direct_writes_store_what_hdf5_stores(
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    compression: dict[str, Any],
+) -> None:
+    data = samples(30, seed=1)
+    if backend == "00":
+        data[9] = data[9][:100, :90].copy()  # a smaller sample, padded in its chunk
+    options = {"collection_count": 2, "collection_size": 8}
+    direct = SampleStore(tmp_path / "direct", backend, SHAPE, "uint8", compression, **options)
+    counting = CountingEncoder(monkeypatch)
+    with direct.writer() as writer:
+        records = writer.write_many(data[:20]) + [writer.write(s) for s in data[20:]]
+    assert counting.encoded > 10  # most samples went through the encoder
+    with monkeypatch.context() as m:
+        m.setattr(sample_chunks.ChunkEncoder, "for_dataset", classmethod(lambda cls, ds: None))
+        plain = SampleStore(tmp_path / "plain", backend, SHAPE, "uint8", compression, **options)
+        with plain.writer() as writer:
+            plain_records = [writer.write(s) for s in data]
+    assert stored_chunks(direct.directory) == stored_chunks(plain.directory)
+    assert without_uid(records) == without_uid(plain_records)
+    assert records[7] == records[2] and len(set(records)) == 29
+    with direct.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+def test_an_encoder_that_disagrees_with_hdf5_is_not_used(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = sample_chunks.ChunkEncoder.encode
+
+    def wrong(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        result = original(encoder, chunk)
+        return None if result is None else result[:-1] + bytes([result[-1] ^ 1])
+
+    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", wrong)
+    compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
+    store = SampleStore(tmp_path / "s", "01", SHAPE, "uint8", compression, collection_size=10)
+    data = samples(25, seed=2)
+    with store.writer() as writer:
+        records = writer.write_many(data)
+    with store.reader() as reader:  # complete files: read without HDF5, checked by xxhash64
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+    for mask, chunk in stored_chunks(store.directory):
+        assert mask == 0 or len(chunk) == SHAPE[0] * SHAPE[1]
+
+
+def test_write_many_checks_every_sample_first(tmp_path: pathlib.Path) -> None:
+    from h5vc.errors import SchemaMismatchError
+
+    store = SampleStore(tmp_path / "s", "01", SHAPE, "uint8")
+    data = samples(8, seed=3)
+    with store.writer() as writer:
+        with pytest.raises(SchemaMismatchError, match="dtype"):
+            writer.write_many([*data, data[0].astype(np.int16)])
+        assert writer.write_many([]) == []
+    assert store.collection_files() == []
+
+
+def _digests(task: tuple[Any, list[str]]) -> list[str]:
+    reader, records = task
+    return [xxhash.xxh64_hexdigest(reader.read(r).tobytes()) for r in records]
+
+
+def test_readers_in_other_processes_see_write_many_samples(tmp_path: pathlib.Path) -> None:
+    compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
+    options = {"collection_count": 1, "collection_size": 50}
+    store = SampleStore(tmp_path / "s", "00", SHAPE, "uint8", compression, **options)
+    data = samples(100, seed=4)
+    expected = [xxhash.xxh64_hexdigest(s.tobytes()) for s in data]
+    with multiprocessing.get_context("spawn").Pool(1) as pool, store.writer() as writer:
+        records = writer.write_many(data[:30])
+        assert pool.apply(_digests, ((store.reader(), records),)) == expected[:30]
+        records += writer.write_many(data[30:])  # into a second file too
+        assert len({decode_record(r).uid for r in records}) == 2
+        assert pool.apply(_digests, ((store.reader(), records),)) == expected
