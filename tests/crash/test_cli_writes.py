@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 from click.testing import CliRunner, Result
@@ -156,3 +157,31 @@ def test_a_write_failing_under_a_command_leaves_the_last_commit_point(
         assert vf.versions == ["v1", "v2", "v3"]
         assert vf["v2"]["x"][2] == -2
         assert h5vc.verify(vf).ok
+
+
+def test_an_export_that_fails_leaves_no_output(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OUT appears only once complete; a failed export leaves neither OUT nor its
+    partial copy, and a partial copy left by a crash is written over."""
+    from h5vc.cli import _maintain
+
+    out = tmp_path / "out.h5"
+    real = _maintain._copy_group
+
+    def failing(*args: object) -> None:
+        real(*args)  # type: ignore[arg-type]
+        assert Path(str(out) + _maintain.EXPORT_PARTIAL_SUFFIX).stat().st_size > 0
+        assert not out.exists()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(_maintain, "_copy_group", failing)
+    result = _run("export", path, "v2", out)
+    assert result.exit_code == 1 and "h5vc export: error:" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5"]
+    monkeypatch.undo()
+    Path(str(out) + _maintain.EXPORT_PARTIAL_SUFFIX).write_bytes(b"left by a crash")
+    assert _run("export", path, "v2", out).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.h5", "out.h5"]
+    with h5py.File(out, "r") as f:
+        assert f["x"][2] == -2
