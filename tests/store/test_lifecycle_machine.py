@@ -110,6 +110,9 @@ class Fault:
 
 
 class LifecycleMachine(VersionedStoreMachine):
+    """The rules of :class:`VersionedStoreMachine` and the lifecycle rules, on a file
+    opened with :func:`h5vc.open`."""
+
     def __init__(self) -> None:  # the base opens the file with h5py: not called
         super(VersionedStoreMachine, self).__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="h5vc-lifecycle-"))
@@ -407,4 +410,4 @@ if os.environ.get("H5VC_NO_SHRINK"):
         TestLifecycle.settings, phases=[Phase.explicit, Phase.generate], print_blob=True
     )
 
-__all__ = ["LifecycleMachine", "Spec"]
+__all__ = ["LifecycleMachine"]
