@@ -3,6 +3,11 @@
 Imports only the standard library, numpy and h5py, so that every benchmark environment
 (the project's and each peer's) can load it. The versioned libraries are imported lazily
 by :func:`versioned_file`.
+
+h5vc's files are opened with ``h5vc.open``, as its users are told to: writes go through
+the rollback journal. ``H5VC_BENCH_JOURNAL=0`` in the environment opens them with
+``h5py.File`` instead (HDF5's default driver, the same free-space options a file created
+by ``h5vc.open`` has), to measure what the journal costs.
 """
 
 from __future__ import annotations
@@ -40,11 +45,28 @@ def versioned_class(lib: str) -> Any:
     raise ValueError(f"Expected one of {VERSIONED_LIBRARIES}. Got {lib!r} instead.")
 
 
+def journal_enabled() -> bool:
+    """Whether h5vc's files are opened through its journal (``H5VC_BENCH_JOURNAL``)."""
+    return os.environ.get("H5VC_BENCH_JOURNAL", "1") != "0"
+
+
 @contextmanager
 def versioned_file(lib: str, path: pathlib.Path, mode: str) -> Iterator[Any]:
-    """Open ``path`` with h5py and wrap it in ``lib``'s ``VersionedHDF5File``."""
+    """Open ``path`` as ``lib``'s ``VersionedHDF5File``: h5vc's with ``h5vc.open``
+    (see :func:`journal_enabled`), versioned-hdf5's with h5py."""
     cls = versioned_class(lib)
-    with h5py.File(path, mode) as h5file:
+    if lib == "h5vc" and journal_enabled():
+        import h5vc
+
+        with h5vc.open(str(path), mode) as vf:
+            yield vf
+        return
+    options: dict[str, Any] = {}
+    if lib == "h5vc" and mode in ("w", "w-", "x"):
+        from h5vc.store.space import FILE_SPACE_OPTIONS
+
+        options = dict(FILE_SPACE_OPTIONS)
+    with h5py.File(path, mode, **options) as h5file:
         vf = cls(h5file)
         try:
             yield vf

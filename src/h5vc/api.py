@@ -23,7 +23,7 @@ from h5vc.errors import (
 from h5vc.lifecycle.branching import RefsMixin
 from h5vc.store import layout
 from h5vc.store.damage import damaged
-from h5vc.store.space import FILE_SPACE_OPTIONS, settle
+from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
     FileState,
     VersionInfo,
@@ -377,5 +377,4 @@ def open(
         current = file if written is None or written._state is None else written._state.root.file
         if written is not None:
             written.close()
-        durable.close_file(current)
-    settle(where)  # a later session that writes nothing changes no byte
+        durable.close_file(current)  # also settles the file's free-space information

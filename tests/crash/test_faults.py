@@ -112,3 +112,84 @@ def _check_versions(vf: h5vc.VersionedHDF5File, model: dict[str, dict[str, np.nd
     for name, datasets in model.items():
         for path, expected in datasets.items():
             np.testing.assert_array_equal(vf[name][path][()], expected, err_msg=f"{name}/{path}")
+
+
+def _file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_repack_whose_write_fails_anywhere_leaves_no_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The k-th write of ``repack`` fails, for every k: the source is untouched, the
+    target does not exist (nor any partial copy), and the repeated call succeeds."""
+    source = tmp_path / "source.h5"
+    model = _build(source)
+    with h5vc.open(str(source), "r+") as vf:
+        h5vc.delete_versions(vf, ["v2"])
+    del model["v2"]
+    before = _file_bytes(source)
+    target = tmp_path / "packed.h5"
+    failing = 0
+    while True:
+        failing += max(1, EVERY // 2)
+        count = 0
+
+        def fault(kind: str, failing: int = failing) -> None:
+            nonlocal count
+            count += 1
+            if count == failing:
+                code = errno.ENOSPC if failing % 2 else errno.EIO
+                raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=fault))
+        try:
+            h5vc.repack(source, target)
+        except OSError:
+            assert count >= failing
+            assert not target.exists()
+            assert sorted(p.name for p in tmp_path.iterdir()) == ["source.h5"]
+            assert _file_bytes(source) == before
+            monkeypatch.undo()
+            h5vc.repack(source, target)  # the repeated call succeeds
+        else:
+            monkeypatch.undo()
+            assert count < failing, "a repack whose write failed must raise"
+            break
+        finally:
+            monkeypatch.undo()
+        with h5vc.open(str(target)) as vf:
+            _check(vf, model)
+            assert h5vc.verify(vf).ok
+        target.unlink()
+    assert failing > 3, "repack writes"
+    assert _file_bytes(source) == before
+
+
+def test_repack_killed_anywhere_leaves_no_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed before any write of ``repack`` leaves no target file (only a
+    partial copy under another name), and a later ``repack`` to the same target
+    succeeds over that leftover."""
+    source = tmp_path / "source.h5"
+    model = _build(source)
+    target = tmp_path / "packed.h5"
+    leftovers: list[dict[str, bytes]] = []
+
+    def snapshot(kind: str) -> None:
+        assert not target.exists()
+        leftovers.append({p.name: p.read_bytes() for p in tmp_path.iterdir() if p != source})
+
+    monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=snapshot))
+    h5vc.repack(source, target)
+    monkeypatch.undo()
+    assert len(leftovers) > 3
+    for state in leftovers[:: max(1, len(leftovers) // 8)]:
+        target.unlink(missing_ok=True)
+        for name, content in state.items():
+            (tmp_path / name).write_bytes(content)
+        h5vc.repack(source, target)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["packed.h5", "source.h5"]
+        with h5vc.open(str(target)) as vf:
+            _check(vf, model)

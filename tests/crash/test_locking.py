@@ -84,3 +84,28 @@ def test_a_killed_writer_leaves_no_lock(tmp_path: Path) -> None:
             g["x"][3] = -2
     with h5vc.open(str(path)) as vf:
         assert vf["v2"]["x"][3] == -2
+
+
+def test_a_writer_never_writes_the_file_outside_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every writable open h5vc makes of the file, the last one that settles its free
+    space included, goes through the journal (and so under the writer lock)."""
+    import h5py
+
+    opens: list[tuple[object, str]] = []
+    real = h5py.File
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, name: object, mode: str = "r", *args: object, **kwargs: object):
+            opens.append((name, mode))
+            super().__init__(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", Recording)
+    path = tmp_path / "data.h5"
+    with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as g:
+        g.create_dataset("x", data=np.arange(10))
+    with h5vc.open(str(path), "r+") as vf, vf.stage_version("v2") as g:
+        g["x"][0] = 5
+    writable = [(name, mode) for name, mode in opens if mode != "r"]
+    assert writable and all(not isinstance(name, str | Path) for name, _ in writable), opens

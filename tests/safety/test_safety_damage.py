@@ -75,6 +75,15 @@ def test_missing_store_dataset(path: str, name: str) -> None:
         ("_version_data/x/hash_table", 16, "/_version_data/x/hash_table"),
         ("_version_data/x/hash_table", 64, "/_version_data/x/hash_table"),
         ("_version_data/x", 24, "/_version_data/x"),
+        # The name index of the group's links: listed, but not found by name.
+        ("_version_data", 64, "'/_version_data'.*'versions'"),
+        ("_version_data", 80, "'/_version_data'.*'versions'"),
+        # Object header sizes and addresses that point beyond the file or into
+        # HDF5's temporary space.
+        ("_version_data", 10, "versioned layout"),
+        ("_version_data/versions", 31, "versioned layout"),
+        ("_version_data/versions", 36, "versioned layout"),
+        ("_version_data/versions", 594, "/_version_data/versions/v1"),
     ],
 )
 def test_flipped_metadata_byte(path: str, tmp_path, obj: str, offset: int, named: str) -> None:

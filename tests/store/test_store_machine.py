@@ -90,6 +90,9 @@ class VersionedStoreMachine(RuleBasedStateMachine):
         self.model: dict[str, VersionModel] = {}
         self.current = ""
         self.counter = 0
+        #: The settings of each path now (``modify_metadata`` changes them); values
+        #: are always drawn from the domain of ``SPECS``.
+        self.specs = dict(SPECS)
 
     @initialize()
     def start(self) -> None:
@@ -106,21 +109,21 @@ class VersionedStoreMachine(RuleBasedStateMachine):
             if not absent:
                 return
             path = data.draw(st.sampled_from(absent))
-            spec = SPECS[path]
+            spec = self.specs[path]
             shape = tuple(data.draw(st.integers(0, MAX_EXTENT)) for _ in range(spec.ndim))
-            array = np.asarray(data.draw(values(spec, shape)), dtype=spec.dtype)
-            array = np.broadcast_to(array, shape).copy()
+            array = np.asarray(data.draw(values(SPECS[path], shape)), dtype=SPECS[path].dtype)
+            array = np.broadcast_to(array, shape).astype(spec.dtype)
             group.create_dataset(path, data=array, chunks=spec.chunks, fillvalue=spec.fill)
             state.data[path] = array
             state.attrs[path] = {}
             return
         path = data.draw(st.sampled_from(present))
-        spec = SPECS[path]
+        spec = self.specs[path]
         array = state.data[path]
         if kind == "setitem":
             index = tuple(data.draw(slices(n)) for n in array.shape)
             target = array[index].shape
-            value = data.draw(values(spec, target))
+            value = data.draw(values(SPECS[path], target))
             group[path][index] = value
             array[index] = value
         elif kind == "resize":
@@ -191,7 +194,7 @@ class VersionedStoreMachine(RuleBasedStateMachine):
                 dataset = version[path]
                 assert dataset.shape == expected.shape
                 assert dataset.dtype == expected.dtype
-                assert dataset.chunks == SPECS[path].chunks
+                assert dataset.chunks == self.specs[path].chunks
                 np.testing.assert_array_equal(dataset[()], expected)
                 np.testing.assert_array_equal(vds[name][path][()], expected)
                 assert dict(dataset.attrs) == state.attrs[path]
@@ -199,7 +202,7 @@ class VersionedStoreMachine(RuleBasedStateMachine):
     @invariant()
     def hash_tables_are_consistent(self) -> None:
         store = self.file["_version_data"]
-        for path, spec in SPECS.items():
+        for path, spec in self.specs.items():
             if f"{path}/raw_data" not in store:
                 continue
             rows = int(store[f"{path}/hash_table"].attrs["largest_index"])

@@ -17,9 +17,9 @@ from rich.table import Table
 
 import h5vc
 from h5vc.api import VersionedHDF5File
+from h5vc.durable.files import recover_abandoned
 from h5vc.errors import H5vcError, NotVersionedError
 from h5vc.store import layout
-from h5vc.store.space import settle
 
 __all__ = [
     "CliError",
@@ -179,21 +179,28 @@ def check_file(path: str) -> None:
 def open_versioned(path: str, mode: str = "r") -> Iterator[VersionedHDF5File]:
     """Open the versioned file ``path``; a missing, non-HDF5 or unversioned file is an error.
 
-    A writable open never initializes a file that holds no versioned data.
+    Opening runs the journal: a file left by a writer that crashed is rolled back to
+    its last commit point first.  A writable open goes through :func:`h5vc.open`: the
+    command's writes end in commit points, a failed one is rolled back, and a file
+    another process is writing is refused (``WriterActiveError``).  A writable open
+    never initializes a file that holds no versioned data.
     """
     check_file(path)
-    with h5py.File(path, mode) as f:
+    recover_abandoned(path)
+    with h5py.File(path, "r") as f:
         if layout.VERSION_DATA not in f:
             raise NotVersionedError(
                 f"{path}: not an h5vc file (no {layout.VERSION_DATA!r} group at its root)"
             )
-        vf = VersionedHDF5File(f)
-        try:
-            yield vf
-        finally:
-            vf.close()
-    if mode != "r":
-        settle(path)  # a later refused command changes no byte of the file
+        if mode == "r":
+            vf = VersionedHDF5File(f)
+            try:
+                yield vf
+            finally:
+                vf.close()
+            return
+    with h5vc.open(path, "r+" if mode == "a" else mode) as vf:
+        yield vf
 
 
 def main(argv: Sequence[str] | None = None) -> int:

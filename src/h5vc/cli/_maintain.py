@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,8 @@ __all__ = ["delete", "export", "export_version", "repack"]
 
 #: ``export`` copies a dataset in slabs of whole chunk rows of about this many bytes.
 EXPORT_SLAB_BYTES = 64 << 20
+#: ``export`` writes the new file under this name next to OUT until it is complete.
+EXPORT_PARTIAL_SUFFIX = ".h5vc-export"
 
 
 @cli.command()
@@ -104,16 +107,22 @@ def export_version(
 ) -> None:
     """Copy ``version`` to the new file ``out``: its groups, datasets (with their chunk
     shape, fill value and compression) and user attributes.  ``advance(n)`` is called
-    with the bytes of each slab copied.  ``out`` is removed if the copy fails."""
+    with the bytes of each slab copied.  The copy is written to ``<out>.h5vc-export``,
+    synced, and linked to ``out`` once complete: ``out`` never exists half written, even
+    after a crash (a later export overwrites the leftover partial copy)."""
     source = vf[version]
+    target_path = os.fspath(out)
+    partial = target_path + EXPORT_PARTIAL_SUFFIX
     try:
-        with h5py.File(out, "w-") as target:
+        with h5py.File(partial, "w") as target:
             _copy_user_attrs(vf.file_state.versions[version], target, layout.VERSION_ATTRS)
             _copy_group(source, target, advance)
-    except BaseException:
-        if os.path.exists(out):
-            os.remove(out)
-        raise
+        with open(partial, "rb") as written:
+            os.fsync(written.fileno())
+        os.link(partial, target_path)  # never replaces a file that appeared meanwhile
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(partial)
 
 
 def _copy_user_attrs(source: h5py.HLObject, target: h5py.HLObject, hidden: frozenset[str]) -> None:

@@ -237,14 +237,27 @@ def close_file(file: h5py.File) -> None:
         if file.id.valid:
             file.close()
         return
+    journal = opened.journal
     try:
+        persists = bool(file.id.get_create_plist().get_file_space_strategy()[1])
         file.close()
         try:
-            opened.journal.commit()
+            journal.commit()
+            if persists:
+                _settle(journal)
         except OSError:
-            opened.journal.roll_back()  # the file stays at its last commit point
+            journal.roll_back()  # the file stays at its last commit point
             raise
     finally:
-        _WRITING.discard(os.path.realpath(opened.journal.path))
-        opened.journal.close()
+        _WRITING.discard(os.path.realpath(journal.path))
+        journal.close()
         os.close(opened.lock_fd)
+
+
+def _settle(journal: JournaledFile) -> None:
+    """Open and close the file once more, through the journal and under the writer
+    lock: HDF5 leaves the free-space information of a file that persists it in a form
+    that the next writable open rewrites at close, so after this a later session that
+    writes nothing leaves every byte of the file as it is."""
+    h5py.File(journal, "r+").close()
+    journal.commit()

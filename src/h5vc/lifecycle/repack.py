@@ -7,32 +7,44 @@ streams chunk by chunk, writes only allocated chunks and keeps hard links
 inside each copied tree: every version keeps its name, parent, timestamp,
 attributes and data, the versions group keeps ``current_version`` and
 ``data_version``, and objects shared between versions stay shared.
+
+The copy is written to ``<dst>.h5vc-repack`` through h5vc's journaled writer (its
+writer lock keeps a second ``repack`` to the same target out), synced to the disk,
+and only then linked to ``dst``: ``dst`` is either absent or a complete file, also
+after a crash or a failed write, and the source is only read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import h5py
 
-from h5vc.durable.files import recover_abandoned
+from h5vc.durable.files import close_file, open_file, recover_abandoned
+from h5vc.durable.journal import journal_path
 from h5vc.errors import NotVersionedError
 from h5vc.store import layout
 from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.store.tree import copy_attrs
 
-__all__ = ["repack"]
+__all__ = ["PARTIAL_SUFFIX", "repack"]
+
+#: The copy is written under this name next to ``dst`` until it is complete.
+PARTIAL_SUFFIX = ".h5vc-repack"
 
 
 def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
     """Write a compact copy of the versioned file ``src`` to the new file ``dst``.
 
     ``dst`` must not exist.  Raises :class:`~h5vc.errors.NotVersionedError` if
-    ``src`` has no versioned data at its root.
+    ``src`` has no versioned data at its root.  If the copy fails (or the process is
+    killed), ``dst`` does not exist and the call can simply be repeated.
     """
-    if os.path.exists(dst):
+    target = os.fspath(dst)
+    if os.path.exists(target):
         raise FileExistsError(
-            f"Expected a path where a new file can be written. Got {os.fspath(dst)!r}, "
+            f"Expected a path where a new file can be written. Got {target!r}, "
             f"which already exists."
         )
     recover_abandoned(os.fspath(src))  # a crashed writer's journal is rolled back first
@@ -42,12 +54,24 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                 f"Expected a versioned file with a {layout.VERSION_DATA!r} group at its "
                 f"root. Got {os.fspath(src)!r}, which has none."
             )
+        partial = target + PARTIAL_SUFFIX
+        # A copy left by a crashed repack is started afresh (a live one holds the lock).
+        copy = open_file(partial, "w", durable=True, **FILE_SPACE_OPTIONS)
         try:
-            with h5py.File(dst, "w-", **FILE_SPACE_OPTIONS) as target:
-                copy_attrs(source.attrs, target.attrs)
+            try:
+                copy_attrs(source.attrs, copy.attrs)
                 for name in source:
-                    source.copy(source[name], target, name=name)
+                    source.copy(source[name], copy, name=name)
+            finally:
+                close_file(copy)  # the last commit point: raises if a write failed
+            os.link(partial, target)  # never replaces a file that appeared meanwhile
         except BaseException:
-            if os.path.exists(dst):
-                os.remove(dst)
+            _remove(partial)
             raise
+        _remove(partial)
+
+
+def _remove(path: str) -> None:
+    for name in (path, journal_path(path)):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(name)

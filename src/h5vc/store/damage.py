@@ -42,6 +42,9 @@ _DAMAGE_WORDS = (
     "get group info",
     "iterate over",
     "wrong",
+    "exceeds eoa",
+    "temporary file space",
+    "on disk image",
 )
 
 

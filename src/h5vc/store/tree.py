@@ -99,11 +99,26 @@ def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
         )
     version_data = root[layout.VERSION_DATA]
     if layout.VERSIONS not in version_data:
+        if layout.VERSIONS in _listed_names(version_data):
+            # Listed but not found by name: the group's index of link names is damaged.
+            raise CorruptDataError(
+                f"The group {version_data.name!r} in {filename!r} is damaged and cannot "
+                f"be read: it lists {layout.VERSIONS!r}, which cannot be looked up by name. "
+                f"Run h5vc.verify on the file; restore it from a copy if it was written."
+            )
         raise NotVersionedError(
             f"Expected a {layout.VERSIONS!r} group in {version_data.name!r} of "
             f"{filename!r}. Got none: this is not a versioned file."
         )
     return version_data, version_data[layout.VERSIONS]
+
+
+def _listed_names(group: h5py.Group) -> list[str]:
+    """The link names of ``group`` as its iteration finds them (none if that fails)."""
+    try:
+        return list(group)
+    except (KeyError, RuntimeError, OSError, ValueError):
+        return []
 
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
