@@ -29,7 +29,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
-from h5vc.store.codecs import Pipeline, as_bytes, parallel_map, pipeline_of
+from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, parallel_map, pipeline_of
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
@@ -311,8 +311,9 @@ class FastReader:
             rest = [slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])]
             target[...] = buffer[tuple([slice(*task.rows), *rest])]
 
-        # Batches of about BUFFER_BYTES of stored bytes: the next batch is fetched
-        # (into the other of two buffers) while the pool decodes the current one.
+        # Batches of about BUFFER_BYTES of stored bytes, fetched into two alternating
+        # buffers: a batch is fetched and queued on the pool while the one before is
+        # still being decoded, and its buffer is reused once that batch is done.
         batches: list[list[_Task]] = [[]]
         batch_bytes = 0
         for task in tasks:
@@ -321,17 +322,14 @@ class FastReader:
             if batch_bytes >= BUFFER_BYTES:
                 batches.append([])
                 batch_bytes = 0
-        running: Any = None
-        for i, batch in enumerate(batches):
-            if not batch:
-                continue
-            fetched = _fetch(fd, table, batch, f"fetch{i % 2}")
-            if running is not None:
-                for _ in running:
+        running: list[Any] = []
+        for i, batch in enumerate(b for b in batches if b):
+            running.append(parallel_groups(decode, _fetch(fd, table, batch, f"fetch{i % 2}")))
+            if len(running) == 2:
+                for _ in running.pop(0):
                     pass
-            running = parallel_map(decode, fetched)
-        if running is not None:
-            for _ in running:
+        for done in running:
+            for _ in done:
                 pass
 
 
