@@ -227,17 +227,13 @@ def _have_numcodecs() -> bool:
     return True
 
 
-def write_chunks(
-    dataset_id: Any,
-    pipeline: Pipeline,
-    data: np.ndarray,
-    first_row: int,
-    chunks: tuple[int, ...],
-    fill: Any,
-) -> None:
-    """Write ``data`` (whole chunks back to back along axis 0; the last may be short and
-    is padded with ``fill``) as the chunks from row ``first_row`` on, each encoded on the
-    thread pool and stored as is with ``write_direct_chunk``, in order."""
+def encode_chunks(
+    pipeline: Pipeline, data: np.ndarray, chunks: tuple[int, ...], fill: Any
+) -> Iterator[bytes]:
+    """The stored bytes of each chunk of ``data`` (whole chunks back to back along axis
+    0; the last may be short and is padded with ``fill``), in order. Every chunk is
+    queued on the thread pool at once; ``data`` must not change until the iterator is
+    exhausted."""
     c0 = chunks[0]
     count = -(-len(data) // c0)
 
@@ -250,10 +246,32 @@ def write_chunks(
             chunk = padded
         return pipeline.encode(chunk)
 
+    return parallel_groups(encode, range(count))
+
+
+def write_encoded(
+    dataset_id: Any, encoded: Iterable[bytes], first_row: int, chunks: tuple[int, ...]
+) -> None:
+    """Store encoded chunks as is with ``write_direct_chunk``, in order, as the chunks
+    from row ``first_row`` on."""
     corner = (0,) * (len(chunks) - 1)
     write = dataset_id.write_direct_chunk
-    for i, stored in enumerate(parallel_groups(encode, range(count))):
-        write((first_row + i * c0, *corner), stored, 0)
+    for i, stored in enumerate(encoded):
+        write((first_row + i * chunks[0], *corner), stored, 0)
+
+
+def write_chunks(
+    dataset_id: Any,
+    pipeline: Pipeline,
+    data: np.ndarray,
+    first_row: int,
+    chunks: tuple[int, ...],
+    fill: Any,
+) -> None:
+    """Write ``data`` (whole chunks back to back along axis 0; the last may be short and
+    is padded with ``fill``) as the chunks from row ``first_row`` on, each encoded on the
+    thread pool and stored as is with ``write_direct_chunk``, in order."""
+    write_encoded(dataset_id, encode_chunks(pipeline, data, chunks, fill), first_row, chunks)
 
 
 def as_bytes(array: np.ndarray) -> memoryview:
