@@ -260,20 +260,6 @@ def write_encoded(
         write((first_row + i * chunks[0], *corner), stored, 0)
 
 
-def write_chunks(
-    dataset_id: Any,
-    pipeline: Pipeline,
-    data: np.ndarray,
-    first_row: int,
-    chunks: tuple[int, ...],
-    fill: Any,
-) -> None:
-    """Write ``data`` (whole chunks back to back along axis 0; the last may be short and
-    is padded with ``fill``) as the chunks from row ``first_row`` on, each encoded on the
-    thread pool and stored as is with ``write_direct_chunk``, in order."""
-    write_encoded(dataset_id, encode_chunks(pipeline, data, chunks, fill), first_row, chunks)
-
-
 def as_bytes(array: np.ndarray) -> memoryview:
     """The bytes of a C-contiguous array, writable if the array is."""
     return memoryview(array.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
