@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File, delete_versions
-from h5vc.store import codecs, fastread
+from h5vc.hashing import hash_in_batches
+from h5vc.store import codecs, fastread, rawdata
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]
@@ -217,10 +218,15 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
     tmp_path_factory, monkeypatch, cores: int, buffer_bytes: int, case: dict, data
 ) -> None:
     """Reads cut into many pieces and batches (every chunk its own batch, fetched while
-    the one before is decoded), on one core (HDF5's filters write, h5vc decodes in the
-    calling thread) and on two."""
+    the one before is decoded) and commits in batches of a chunk or a few (each encoded
+    while the one before is written), on one core (HDF5's filters write, h5vc decodes in
+    the calling thread) and on two."""
     monkeypatch.setattr(codecs, "workers", lambda: cores)
     monkeypatch.setattr(fastread, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", buffer_bytes)
+    monkeypatch.setattr(
+        rawdata, "hash_in_batches", lambda chunks: hash_in_batches(chunks, buffer_bytes)
+    )
     path = tmp_path_factory.mktemp("io") / "f.h5"
     rng = np.random.default_rng(case["seed"])
     dtype = np.dtype(case["dtype"])
