@@ -112,10 +112,13 @@ def run_filter(lib: str, workdir: pathlib.Path, name: str, data: np.ndarray) -> 
     if lib == "h5py":
         edits = Stopwatch()
         with h5py.File(plain, "w") as f:
-            write, dataset = timed(
-                lambda: f.create_dataset("x", data=data, chunks=(CHUNK,), **filters(name))
-            )
-            f.flush()
+
+            def create() -> h5py.Dataset:
+                dataset = f.create_dataset("x", data=data, chunks=(CHUNK,), **filters(name))
+                f.flush()  # HDF5 compresses the chunks it still caches only now
+                return dataset
+
+            write, dataset = timed(create)
             for i, start in enumerate(starts):
                 with edits.lap():
                     dataset[start : start + EDIT_SIZE] = -i
