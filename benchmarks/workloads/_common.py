@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import pathlib
+import resource
 import statistics
 import sys
 import time
@@ -181,3 +182,48 @@ def main(name: str, libraries: tuple[str, ...], run: Callable[..., Metrics]) -> 
     args.workdir.mkdir(parents=True, exist_ok=True)
     metrics = run(args.lib, args.workdir, args.quick)
     sys.stdout.write(json.dumps(metrics) + "\n")
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process so far, every thread, user and system."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def interleaved(
+    actions: dict[str, Callable[[], Any]], rounds: int
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, Any]]:
+    """Run every action once per round, in turn, ``rounds`` times; return the (wall, CPU)
+    seconds of each run by name and each action's last result.
+
+    Alternating the runs exposes them to the same load, so that ratios between them
+    mean something on a shared machine; CPU time shows whether threads ran in parallel
+    (CPU above wall time) or waited for a core.
+    """
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in actions}
+    results: dict[str, Any] = {}
+    for _ in range(rounds):
+        for name, action in actions.items():
+            cpu = cpu_seconds()
+            start = time.perf_counter()
+            results[name] = action()
+            times[name].append((time.perf_counter() - start, cpu_seconds() - cpu))
+    return times, results
+
+
+def ratio_metrics(
+    prefix: str, ours: list[tuple[float, float]], theirs: list[tuple[float, float]]
+) -> Metrics:
+    """Best wall time and its CPU time of both sides, the ratio of the best times, and
+    the lowest and highest ratio of two runs of the same round."""
+    best_ours, best_theirs = min(ours), min(theirs)
+    rounds = [a[0] / b[0] for a, b in zip(ours, theirs)]
+    return {
+        f"{prefix}_s": best_ours[0],
+        f"{prefix}_cpu_s": best_ours[1],
+        f"{prefix}_h5py_same_run_s": best_theirs[0],
+        f"{prefix}_h5py_same_run_cpu_s": best_theirs[1],
+        f"{prefix}_over_h5py": best_ours[0] / best_theirs[0],
+        f"{prefix}_over_h5py_min": min(rounds),
+        f"{prefix}_over_h5py_max": max(rounds),
+    }

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File, delete_versions
-from h5vc.store import codecs, reading
+from h5vc.hashing import hash_in_batches
+from h5vc.store import codecs, fastread, rawdata, reading
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]
@@ -228,3 +229,43 @@ def test_small_boxes_are_read_through_hdf5(tmp_path: Path, monkeypatch) -> None:
         assert calls == []
         np.testing.assert_array_equal(x[:20_000], data[:20_000])  # 160 KB: positioned
         assert len(calls) == 1
+
+
+@pytest.mark.parametrize(("cores", "buffer_bytes"), [(1, 64), (2, 64), (2, 1000)])
+@settings(SETTINGS, max_examples=15)
+@given(case=cases(), data=st.data())
+def test_small_buffers_and_one_core_read_what_hdf5_reads(
+    tmp_path_factory, monkeypatch, cores: int, buffer_bytes: int, case: dict, data
+) -> None:
+    """Reads cut into many pieces and batches (every chunk its own batch, fetched while
+    the one before is decoded) and commits in batches of a chunk or a few (each encoded
+    while the one before is written), on one core (HDF5's filters write, h5vc decodes in
+    the calling thread) and on two."""
+    monkeypatch.setattr(codecs, "workers", lambda: cores)
+    monkeypatch.setattr(fastread, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", buffer_bytes)
+    monkeypatch.setattr(
+        rawdata, "hash_in_batches", lambda chunks: hash_in_batches(chunks, buffer_bytes)
+    )
+    path = tmp_path_factory.mktemp("io") / "f.h5"
+    rng = np.random.default_rng(case["seed"])
+    dtype = np.dtype(case["dtype"])
+    model = (rng.random(case["shape"]) * 200 - 100).astype(dtype)
+    kwargs = dict(FILTERS[case["filters"]])
+    with h5py.File(path, "w") as f:
+        vf = VersionedHDF5File(f)
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=model, chunks=case["chunks"], **kwargs)
+        for i, (start, size, value) in enumerate(case["edits"]):
+            box = tuple(slice(a, a + b) for a, b in zip(start, size))
+            model[box] = value
+            with vf.stage_version(f"v{i + 1}") as g:
+                g["x"][box] = value
+    last = f"v{len(case['edits'])}"
+    with h5py.File(path, "r") as f:
+        ours = VersionedHDF5File(f)[last]["x"]
+        np.testing.assert_array_equal(vds(f, last)[()], model)
+        np.testing.assert_array_equal(ours[()], model)
+        index = _basic_index(data.draw, case["shape"])
+        np.testing.assert_array_equal(ours[index], vds(f, last)[index])
+        assert fast_reader(f["_version_data/x/raw_data"]) is not None

@@ -11,6 +11,7 @@ Fletcher-32, ...) has no pipeline here and stays with HDF5.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import zlib
@@ -20,7 +21,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["Pipeline", "as_bytes", "parallel_map", "pipeline_of", "workers"]
+__all__ = ["Pipeline", "as_bytes", "parallel_groups", "parallel_map", "pipeline_of", "workers"]
+
+#: Items are handed to the pool in this many groups per worker (see parallel_groups).
+GROUPS_PER_WORKER = 4
 
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2
@@ -57,6 +61,21 @@ def parallel_map(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[
             if _pool is None:
                 _pool = ThreadPoolExecutor(workers(), thread_name_prefix="h5vc-codec")
     return _pool.map(function, items)
+
+
+def parallel_groups(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[_R]:
+    """:func:`parallel_map` with the items handed out in contiguous groups, about
+    :data:`GROUPS_PER_WORKER` per worker: the pool's cost per task (a future, a lock, a
+    wake-up: tens of microseconds on a busy machine) is paid per group, not per chunk.
+    Every task is queued at once; results in order."""
+    items = list(items)
+    n = workers()
+    if n < 2 or len(items) < 2:
+        return map(function, items)
+    size = -(-len(items) // (GROUPS_PER_WORKER * n))
+    groups = [items[i : i + size] for i in range(0, len(items), size)]
+    done = parallel_map(lambda group: [function(item) for item in group], groups)
+    return itertools.chain.from_iterable(done)
 
 
 def _shuffle(data: bytes | memoryview, size: int) -> bytes:
@@ -208,17 +227,13 @@ def _have_numcodecs() -> bool:
     return True
 
 
-def write_chunks(
-    dataset_id: Any,
-    pipeline: Pipeline,
-    data: np.ndarray,
-    first_row: int,
-    chunks: tuple[int, ...],
-    fill: Any,
-) -> None:
-    """Write ``data`` (whole chunks back to back along axis 0; the last may be short and
-    is padded with ``fill``) as the chunks from row ``first_row`` on, each encoded on the
-    thread pool and stored as is with ``write_direct_chunk``, in order."""
+def encode_chunks(
+    pipeline: Pipeline, data: np.ndarray, chunks: tuple[int, ...], fill: Any
+) -> Iterator[bytes]:
+    """The stored bytes of each chunk of ``data`` (whole chunks back to back along axis
+    0; the last may be short and is padded with ``fill``), in order. Every chunk is
+    queued on the thread pool at once; ``data`` must not change until the iterator is
+    exhausted."""
     c0 = chunks[0]
     count = -(-len(data) // c0)
 
@@ -231,10 +246,18 @@ def write_chunks(
             chunk = padded
         return pipeline.encode(chunk)
 
+    return parallel_groups(encode, range(count))
+
+
+def write_encoded(
+    dataset_id: Any, encoded: Iterable[bytes], first_row: int, chunks: tuple[int, ...]
+) -> None:
+    """Store encoded chunks as is with ``write_direct_chunk``, in order, as the chunks
+    from row ``first_row`` on."""
     corner = (0,) * (len(chunks) - 1)
     write = dataset_id.write_direct_chunk
-    for i, stored in enumerate(parallel_map(encode, range(count))):
-        write((first_row + i * c0, *corner), stored, 0)
+    for i, stored in enumerate(encoded):
+        write((first_row + i * chunks[0], *corner), stored, 0)
 
 
 def as_bytes(array: np.ndarray) -> memoryview:

@@ -30,7 +30,7 @@ import numpy as np
 
 from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
-from h5vc.store.codecs import Pipeline, as_bytes, parallel_map, pipeline_of
+from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, parallel_map, pipeline_of
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
@@ -203,12 +203,9 @@ class FastReader:
             if not self._plan(table, destination, src, dst, count, tasks):
                 left.append(i)
         if self.pipeline is None:
-            local = threading.local()
 
             def read_plain(task: _Task) -> None:
-                if not hasattr(local, "scratch"):
-                    local.scratch = []
-                self._read_plain(destination, task, local.scratch)
+                self._read_plain(destination, task)
 
             pieces = _split(tasks, max(1, BUFFER_BYTES // max(1, self.row_bytes)))
             for _ in parallel_map(read_plain, pieces):
@@ -253,7 +250,7 @@ class FastReader:
             )
         return True
 
-    def _read_plain(self, destination: np.ndarray, task: _Task, scratch: list[np.ndarray]) -> None:
+    def _read_plain(self, destination: np.ndarray, task: _Task) -> None:
         """One run of uncompressed chunks, adjacent in the file."""
         table = self.table
         assert table is not None
@@ -263,7 +260,7 @@ class FastReader:
         if whole_rows and target.flags.c_contiguous:
             _pread_into(self.fd, as_bytes(target), start)
             return
-        # Into a buffer (reused by every task of the read), then copied into place.
+        # Into this thread's buffer (kept from read to read), then copied into place.
         rest = (
             slice(None),
             *(slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])),
@@ -271,11 +268,10 @@ class FastReader:
         step = max(1, BUFFER_BYTES // max(1, self.row_bytes))
         for row in range(0, task.count[0], step):
             n = min(step, task.count[0] - row)
-            if not scratch or len(scratch[0]) < n:
-                scratch[:] = [np.empty((min(step, task.count[0]), *self.chunks[1:]), self.dtype)]
-            buffer = scratch[0][:n]
+            buffer = _scratch("rows", n * self.row_bytes)
+            rows = buffer.view(self.dtype).reshape(n, *self.chunks[1:])
             _pread_into(self.fd, as_bytes(buffer), start + row * self.row_bytes)
-            target[row : row + n] = buffer[rest]
+            target[row : row + n] = rows[rest]
 
     def _read_compressed(
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
@@ -285,7 +281,6 @@ class FastReader:
         assert pipeline is not None
         chunks, dtype, fd = self.chunks, self.dtype, self.fd
 
-        local = threading.local()
         whole = [0] * (len(chunks) - 1)
 
         def decode(item: tuple[_Task, Any]) -> None:
@@ -311,24 +306,31 @@ class FastReader:
             ):
                 pipeline.decode_into(stored, mask, target.reshape(-1).view(np.uint8))
                 return
-            buffer = getattr(local, "buffer", None)
-            if buffer is None:
-                buffer = local.buffer = np.empty(chunks, dtype=dtype)
-            pipeline.decode_into(stored, mask, buffer.reshape(-1).view(np.uint8))
+            raw = _scratch("chunk", pipeline.chunk_bytes)
+            pipeline.decode_into(stored, mask, raw)
+            buffer = raw.view(dtype).reshape(chunks)
             rest = [slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])]
             target[...] = buffer[tuple([slice(*task.rows), *rest])]
 
-        batch: list[_Task] = []
+        # Batches of about BUFFER_BYTES of stored bytes, fetched into two alternating
+        # buffers: a batch is fetched and queued on the pool while the one before is
+        # still being decoded, and its buffer is reused once that batch is done.
+        batches: list[list[_Task]] = [[]]
         batch_bytes = 0
         for task in tasks:
-            batch.append(task)
+            batches[-1].append(task)
             batch_bytes += int(table.sizes[task.slot])
             if batch_bytes >= BUFFER_BYTES:
-                for _ in parallel_map(decode, _fetch(fd, table, batch)):
+                batches.append([])
+                batch_bytes = 0
+        running: list[Any] = []
+        for i, batch in enumerate(b for b in batches if b):
+            running.append(parallel_groups(decode, _fetch(fd, table, batch, f"fetch{i % 2}")))
+            if len(running) == 2:
+                for _ in running.pop(0):
                     pass
-                batch, batch_bytes = [], 0
-        if batch:
-            for _ in parallel_map(decode, _fetch(fd, table, batch)):
+        for done in running:
+            for _ in done:
                 pass
 
 
@@ -376,25 +378,46 @@ def _split(tasks: list[_Task], rows: int) -> list[_Task]:
     return pieces
 
 
-def _fetch(fd: int, table: ChunkTable, tasks: list[_Task]) -> list[tuple[_Task, memoryview]]:
-    """The stored bytes of each task's chunk; chunks adjacent in the file in one read."""
+def _fetch(
+    fd: int, table: ChunkTable, tasks: list[_Task], key: str
+) -> list[tuple[_Task, memoryview]]:
+    """The stored bytes of each task's chunk, read into this thread's buffer ``key``;
+    chunks adjacent in the file in one read."""
     order = sorted(range(len(tasks)), key=lambda i: int(table.offsets[tasks[i].slot]))
+    starts = [int(table.offsets[tasks[k].slot]) for k in order]
+    sizes = [int(table.sizes[tasks[k].slot]) for k in order]
+    buffer = as_bytes(_scratch(key, sum(sizes)))
     out: list[tuple[_Task, memoryview]] = []
-    i = 0
+    i = at = 0
     while i < len(order):
         j = i + 1
-        start = int(table.offsets[tasks[order[i]].slot])
-        end = start + int(table.sizes[tasks[order[i]].slot])
-        while j < len(order) and int(table.offsets[tasks[order[j]].slot]) == end:
-            end += int(table.sizes[tasks[order[j]].slot])
+        end = starts[i] + sizes[i]
+        while j < len(order) and starts[j] == end:
+            end += sizes[j]
             j += 1
-        buffer = memoryview(bytearray(end - start))
-        _pread_into(fd, buffer, start)
-        for k in order[i:j]:
-            offset = int(table.offsets[tasks[k].slot]) - start
-            out.append((tasks[k], buffer[offset : offset + int(table.sizes[tasks[k].slot])]))
+        _pread_into(fd, buffer[at : at + end - starts[i]], starts[i])
+        for k in range(i, j):
+            out.append((tasks[order[k]], buffer[at : at + sizes[k]]))
+            at += sizes[k]
         i = j
     return out
+
+
+_LOCAL = threading.local()
+
+
+def _scratch(key: str, nbytes: int) -> np.ndarray:
+    """A byte buffer of ``nbytes`` owned by this thread, kept for its next use (its
+    pages are then already mapped) unless larger than twice :data:`BUFFER_BYTES`."""
+    buffers: dict[str, np.ndarray] | None = getattr(_LOCAL, "buffers", None)
+    if buffers is None:
+        buffers = _LOCAL.buffers = {}
+    buffer = buffers.get(key)
+    if buffer is None or len(buffer) < nbytes:
+        buffer = np.empty(nbytes, dtype=np.uint8)
+        if nbytes <= 2 * BUFFER_BYTES:
+            buffers[key] = buffer
+    return buffer[:nbytes]
 
 
 def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:

@@ -113,6 +113,8 @@ class RawDataStore:
         self._n_slots: int | None = None
         self._fillvalue: Any = None
         self._pipeline: codecs.Pipeline | bool | None = False
+        #: Appended chunks still being encoded: (first row, their stored bytes in order).
+        self._unwritten: list[tuple[int, Iterator[bytes]]] = []
         self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
 
     # -- creation -----------------------------------------------------------------
@@ -312,10 +314,13 @@ class RawDataStore:
         slots = np.empty(len(chunks), dtype=np.int64)
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
-        for batch, digests in hash_in_batches(chunks):
-            writer.place(batch, digests, None, slots[offset : offset + len(batch)])
-            offset += len(batch)
-        writer.finish()
+        try:
+            for batch, digests in hash_in_batches(chunks):
+                writer.place(batch, digests, None, slots[offset : offset + len(batch)])
+                offset += len(batch)
+            writer.finish()
+        finally:
+            self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
     def store_array(self, values: np.ndarray, *, fillvalue: Any = None) -> np.ndarray:
@@ -335,17 +340,20 @@ class RawDataStore:
         fill = writer.fill
         chunk_bytes = max(1, math.prod(chunks) * values.dtype.itemsize)
         jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
-        for blocks, batch, stacked, digests in prefetch(
-            lambda blocks: _gather(values, chunks, fill, blocks), jobs
-        ):
-            placed = np.empty(len(batch), dtype=np.int64)
-            writer.place(batch, digests, stacked, placed)
-            offset = 0
-            for column, first, last in blocks:
-                where: tuple[slice | int, ...] = (slice(first, last), *column)
-                slots[where] = placed[offset : offset + last - first]
-                offset += last - first
-        writer.finish()
+        try:
+            for blocks, batch, stacked, digests in prefetch(
+                lambda blocks: _gather(values, chunks, fill, blocks), jobs
+            ):
+                placed = np.empty(len(batch), dtype=np.int64)
+                writer.place(batch, digests, stacked, placed)
+                offset = 0
+                for column, first, last in blocks:
+                    where: tuple[slice | int, ...] = (slice(first, last), *column)
+                    slots[where] = placed[offset : offset + last - first]
+                    offset += last - first
+            writer.finish()
+        finally:
+            self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
     def _append(self, data: np.ndarray, count: int) -> None:
@@ -362,9 +370,24 @@ class RawDataStore:
         if pipeline is None:
             self.raw_data[first * c0 : first * c0 + len(data)] = data
         else:
+            # Queued on the pool behind the batch before, which is then written: the
+            # pool encodes this batch meanwhile and never waits for the writes.
             fill = _fill_scalar(self.raw_data.dtype, self.fillvalue)
-            codecs.write_chunks(self.raw_data.id, pipeline, data, first * c0, self.chunks, fill)
+            encoded = codecs.encode_chunks(pipeline, data, self.chunks, fill)
+            self._unwritten.append((first * c0, encoded))
+            while len(self._unwritten) > 1:
+                self._write_unwritten()
         fastread.forget(self.raw_data, appended=True)
+
+    def _write_unwritten(self) -> None:
+        """Store the oldest batch of encoded chunks still unwritten."""
+        first_row, encoded = self._unwritten.pop(0)
+        codecs.write_encoded(self.raw_data.id, encoded, first_row, self.chunks)
+
+    def write_pending(self) -> None:
+        """Store every appended chunk still being encoded."""
+        while self._unwritten:
+            self._write_unwritten()
 
     def _write_rows(self, digests: list[bytes], rows_used: list[int]) -> None:
         """Append hash-table rows for the newest chunks, then the row count."""
@@ -392,6 +415,7 @@ class RawDataStore:
     def rollback(self, checkpoint: tuple[int, int, int]) -> None:
         """Forget every chunk stored since ``checkpoint`` was taken."""
         raw_rows, table_rows, n_rows = checkpoint
+        self._unwritten.clear()
         self.raw_data.resize(raw_rows, axis=0)
         fastread.forget(self.raw_data)
         self._n_slots = None
@@ -507,7 +531,9 @@ class _BatchWriter:
             start = k
 
     def finish(self) -> None:
-        """Write the hash-table rows of the chunks written, then the row count."""
+        """Write the chunks still being encoded, the hash-table rows of the chunks
+        written, then the row count."""
+        self.store.write_pending()
         if self.new_digests:
             self.store._write_rows(self.new_digests, self.new_rows)
             self.store.index.update(self.pending)
