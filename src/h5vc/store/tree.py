@@ -244,14 +244,26 @@ class DatasetObject:
         return read_chunk_map(dataset, dataset_chunks(dataset))
 
 
+def _alternates_group(version_data: h5py.Group, path: str) -> h5py.Group | None:
+    """The group of the alternate stores of ``path``, or None.  Walked one link at a
+    time: most files have none, and a multi-link lookup that fails halfway costs an
+    HDF5 error stack (whose message h5py has been seen to fail to decode)."""
+    group: Any = version_data
+    for name in (layout.ALT_STORES, *path.strip("/").split("/")):
+        if not isinstance(group, h5py.Group) or name not in group:
+            return None
+        group = group[name]
+    return group if isinstance(group, h5py.Group) else None
+
+
 def alternate_stores(version_data: h5py.Group, path: str) -> list[str]:
     """Store keys of the alternate chunk stores of dataset ``path``, oldest first.
 
     A dataset created again with a dtype or chunks its store cannot hold gets a
     store of its own at ``ALT_STORES/path/@n`` (see :mod:`h5vc.store.layout`).
     """
-    group = version_data.get(f"{layout.ALT_STORES}/{path}")
-    if not isinstance(group, h5py.Group):
+    group = _alternates_group(version_data, path)
+    if group is None:
         return []
     numbers = []
     for name in group:
@@ -264,7 +276,7 @@ def alternate_stores(version_data: h5py.Group, path: str) -> list[str]:
 
 def new_alternate_store(version_data: h5py.Group, path: str) -> str:
     """The store key for a new alternate store of dataset ``path``."""
-    group = version_data.get(f"{layout.ALT_STORES}/{path}")
+    group = _alternates_group(version_data, path)
     taken = [
         int(name[1:])
         for name in (group if isinstance(group, h5py.Group) else ())
