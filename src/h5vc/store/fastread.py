@@ -32,7 +32,7 @@ from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, parallel_map, pipeline_of
 
-__all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
+__all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget"]
 
 #: At most this many bytes are read into a temporary buffer at a time.
 BUFFER_BYTES = 8 << 20
@@ -136,7 +136,7 @@ class FastReader:
             or tuple(raw_data.shape[1:]) != tuple(chunks[1:])
         ):
             return None
-        fd = _descriptor(raw_data.file)
+        fd = file_descriptor(raw_data.file)
         if fd is None:
             return None
         chunks = tuple(int(c) for c in chunks)
@@ -431,7 +431,7 @@ def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:
         done += n
 
 
-def _descriptor(file: h5py.File) -> int | None:
+def file_descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
         if file.driver == "fileobj":

@@ -28,6 +28,7 @@ from h5vc.errors import (
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store import codecs, fastread
 from h5vc.store.damage import damaged
+from h5vc.store.header import check_dataset_header, trust_dataset_header
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -91,6 +92,8 @@ class RawDataStore:
 
     def __init__(self, group: h5py.Group):
         self.group = group
+        for name in (RAW_DATA, HASH_TABLE):
+            check_dataset_header(group, name)  # before HDF5 decodes it
         found = {name: group.get(name) for name in (RAW_DATA, HASH_TABLE)}
         for name, obj in found.items():
             if not isinstance(obj, h5py.Dataset):
@@ -156,6 +159,8 @@ class RawDataStore:
             maxshape=(None,),
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
+        for name in (RAW_DATA, HASH_TABLE):
+            trust_dataset_header(group, name)  # maybe not in the file yet
         return cls(group)
 
     def check_compatible(self, name: str, dtype: np.dtype, chunks: tuple[int, ...]) -> None:
