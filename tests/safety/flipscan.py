@@ -24,11 +24,12 @@ import h5vc
 from h5vc.errors import CorruptDataError
 
 
-def make(path: str) -> None:
-    """A small file with two versions of one chunked dataset."""
+def make(path: str, size: int = 1000) -> None:
+    """A file with two versions of one chunked dataset of ``size`` numbers (ten chunks;
+    from about 200,000 on they are read by positioned reads)."""
     with h5vc.open(path, "w") as vf:
         with vf.stage_version("v1") as g:
-            g.create_dataset("x", data=np.arange(1000.0), chunks=(100,))
+            g.create_dataset("x", data=np.arange(float(size)), chunks=(size // 10,))
         with vf.stage_version("v2") as g:
             g["x"][5] = -1.0
 

@@ -31,6 +31,7 @@ import numpy as np
 from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, parallel_map, pipeline_of
+from h5vc.store.damage import damaged, slot_count
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget"]
 
@@ -117,11 +118,15 @@ class FastReader:
         self.table: ChunkTable | None = None
         self.grown = False
 
-    def describe(self) -> str:
+    def names(self) -> tuple[str, str]:
         """File and object name of the dataset read, for error messages."""
         file_name = h5py.h5f.get_name(self.dataset_id).decode(errors="replace")
         name = h5py.h5i.get_name(self.dataset_id).decode(errors="replace")
-        return f"{file_name}: {name}"
+        return file_name, name
+
+    def describe(self) -> str:
+        """File and object name of the dataset read, for error messages."""
+        return ": ".join(self.names())
 
     @classmethod
     def open(cls, raw_data: h5py.Dataset) -> FastReader | None:
@@ -150,10 +155,15 @@ class FastReader:
     # -- the chunk table ------------------------------------------------------------
 
     def _table(self) -> ChunkTable | None:
+        file_name, name = self.names()
+        with damaged(file_name, f"The chunk index of {name}"):
+            return self._look_up_table()
+
+    def _look_up_table(self) -> ChunkTable | None:
         table = self.table
         if table is not None and self.grown:
             self.grown = False
-            n_slots = self.dataset_id.shape[0] // self.chunks[0]
+            n_slots = slot_count(self.dataset_id, self.chunks[0])
             if n_slots < len(table.offsets) or n_slots > 2 * len(table.offsets) + 64:
                 table = self.table = None  # cut, or grown a lot: one iteration is faster
             elif n_slots > len(table.offsets):
@@ -162,7 +172,7 @@ class FastReader:
         if table is None:
             dataset_id = self.dataset_id
             dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file
-            n_slots = dataset_id.shape[0] // self.chunks[0]
+            n_slots = slot_count(self.dataset_id, self.chunks[0])
             table = ChunkTable(dataset_id, n_slots, self.chunks[0])
             if not self._check(table):
                 self.fd = -1

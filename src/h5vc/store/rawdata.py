@@ -27,7 +27,7 @@ from h5vc.errors import (
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store import codecs, fastread
-from h5vc.store.damage import damaged
+from h5vc.store.damage import damaged, slot_count
 from h5vc.store.header import check_dataset_header, trust_dataset_header
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -104,12 +104,28 @@ class RawDataStore:
                 )
         self.raw_data: h5py.Dataset = found[RAW_DATA]
         self.hash_table: h5py.Dataset = found[HASH_TABLE]
+        try:
+            _ = self.raw_data.dtype
+        except (TypeError, ValueError) as error:  # a type numpy has no dtype for
+            raise CorruptDataError(
+                f"{self.raw_data.name} in {group.file.filename!r} is damaged: its "
+                f"datatype does not decode ({error}). Run h5vc.verify on the file; "
+                f"restore it from a copy if it was written."
+            ) from error
         chunks_attr = self.raw_data.attrs.get(ATTR_CHUNKS)
+        stored = self.raw_data.chunks
         self.chunks: tuple[int, ...] = (
-            tuple(int(c) for c in chunks_attr)
+            tuple(int(c) for c in np.atleast_1d(chunks_attr))
             if chunks_attr is not None
-            else tuple(self.raw_data.chunks)
+            else tuple(stored or ())
         )
+        if stored is None or tuple(stored) != self.chunks:
+            raise CorruptDataError(
+                f"{self.raw_data.name} in {group.file.filename!r} is damaged: its "
+                f"{ATTR_CHUNKS!r} attribute gives chunks {self.chunks}, its layout "
+                f"{'none' if stored is None else tuple(stored)}. Run h5vc.verify on the "
+                f"file; restore it from a copy if it was written."
+            )
         self._index: dict[bytes, int] | None = None
         #: Slots found to hold their digest's bytes since the index was loaded.
         self.verified_slots: set[int] = set()
@@ -273,7 +289,7 @@ class RawDataStore:
     def n_slots(self) -> int:
         """Number of chunk slots in raw_data."""
         if self._n_slots is None:
-            self._n_slots = self.raw_data.shape[0] // self.chunks[0]
+            self._n_slots = slot_count(self.raw_data.id, self.chunks[0])
         return self._n_slots
 
     @property
