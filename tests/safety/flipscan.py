@@ -24,10 +24,12 @@ import h5vc
 from h5vc.errors import CorruptDataError
 
 
-def make(path: str, size: int = 1000) -> None:
+def make(path: str, size: int = 1000, libver: str | None = None) -> None:
     """A file with two versions of one chunked dataset of ``size`` numbers (ten chunks;
-    from about 200,000 on they are read by positioned reads)."""
-    with h5vc.open(path, "w") as vf:
+    from about 200,000 on they are read by positioned reads).  With ``libver``
+    ``"latest"`` its object headers are version 2 (checksummed)."""
+    options = {} if libver is None else {"libver": libver}
+    with h5vc.open(path, "w", **options) as vf:
         with vf.stage_version("v1") as g:
             g.create_dataset("x", data=np.arange(float(size)), chunks=(size // 10,))
         with vf.stage_version("v2") as g:
