@@ -359,7 +359,11 @@ def store_paths(version_data: h5py.Group, *, with_hash_table: bool = True) -> li
         for name in group:
             if not prefix and name == layout.VERSIONS:
                 continue
-            if h5py.h5o.get_info(group.id, name.encode()).type != h5py.h5o.TYPE_GROUP:
+            try:
+                kind = h5py.h5o.get_info(group.id, name.encode()).type
+            except (KeyError, RuntimeError):
+                continue  # a link to nothing, or to an object that cannot be opened
+            if kind != h5py.h5o.TYPE_GROUP:
                 continue
             obj = group[name]
             if _is_store(obj, with_hash_table):
