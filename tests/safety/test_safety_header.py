@@ -21,7 +21,7 @@ import pytest
 
 import h5vc
 from h5vc.errors import CorruptDataError
-from h5vc.store.header import HeaderDamage, _Reader, check_header_bytes
+from h5vc.store.header import HeaderDamage, PositionedReader, check_header_bytes
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -145,7 +145,7 @@ def test_undamaged_stores_unchanged(path: str, options: dict, file_options: dict
     with h5py.File(path, "r") as f, open(path, "rb") as file:
         plist = f.id.get_create_plist()
         sizeof_addr, sizeof_size = plist.get_sizes()
-        reader = _Reader(file.fileno(), plist.get_userblock())
+        reader = PositionedReader(file.fileno(), plist.get_userblock())
         for name in DTYPES:
             for member in ("raw_data", "hash_table"):
                 address = h5py.h5o.get_info(f[f"_version_data/{name}/{member}"].id).addr
@@ -165,7 +165,7 @@ def test_header_check_reads_the_bytes(path: str, tmp_path: Path) -> None:
         damaged = tmp_path / f"flip{offset}.h5"
         damaged.write_bytes(data if offset is None else flipscan.flipped(data, address, offset))
         with open(damaged, "rb") as file:
-            reader = _Reader(file.fileno(), 0)
+            reader = PositionedReader(file.fileno(), 0)
             if expected is None:
                 check_header_bytes(reader, address, 8, 8)
                 continue

@@ -27,7 +27,13 @@ import h5py
 from h5vc.errors import CorruptDataError
 from h5vc.store.fastread import file_descriptor
 
-__all__ = ["HeaderDamage", "check_dataset_header", "check_header_bytes", "trust_dataset_header"]
+__all__ = [
+    "HeaderDamage",
+    "PositionedReader",
+    "check_dataset_header",
+    "check_header_bytes",
+    "trust_dataset_header",
+]
 
 #: Bytes read at first: the whole header of a usual chunk store (256 bytes of
 #: messages after the 16-byte prefix), so one read is enough.
@@ -91,7 +97,7 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
     sizeof_addr, sizeof_size = plist.get_sizes()
     base = int(plist.get_userblock())
     try:
-        check_header_bytes(_Reader(fd, base), key[1], int(sizeof_addr), int(sizeof_size))
+        check_header_bytes(PositionedReader(fd, base), key[1], int(sizeof_addr), int(sizeof_size))
     except HeaderDamage as damage:
         raise CorruptDataError(
             f"The object header of {group.name.rstrip('/')}/{name} in {file.filename!r} "
@@ -119,7 +125,7 @@ def _key(group: h5py.Group, name: str) -> tuple[object, int] | None:
     return group.id.fileno, int(info.u)
 
 
-class _Reader:
+class PositionedReader:
     """Positioned reads of the file at HDF5 addresses (relative to the base address)."""
 
     def __init__(self, fd: int, base: int):
@@ -138,7 +144,9 @@ class _Reader:
         return address >= 0 and self.base + address + nbytes <= self.size
 
 
-def check_header_bytes(reader: _Reader, address: int, sizeof_addr: int, sizeof_size: int) -> None:
+def check_header_bytes(
+    reader: PositionedReader, address: int, sizeof_addr: int, sizeof_size: int
+) -> None:
     """Raise :class:`HeaderDamage` if the header at ``address`` is inconsistent."""
     head = reader.read(address, FIRST_READ)
     if head[:4] == b"OHDR":
