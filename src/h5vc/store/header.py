@@ -61,6 +61,9 @@ _SHARED = 0x02
 #: is open: HDF5 may hold a newer header in its metadata cache than the file does.
 _KNOWN: set[tuple[object, int]] = set()
 
+#: File number -> what :func:`_file_layout` found for that open file.
+_FILES: dict[object, tuple[int, int, int, int] | tuple[()]] = {}
+
 
 class HeaderDamage(Exception):
     """What is wrong with a header's bytes (turned into CorruptDataError)."""
@@ -89,22 +92,32 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
     key = _key(group, name)
     if key is None or key in _KNOWN:
         return
-    file = group.file
-    fd = file_descriptor(file)
-    if fd is None:
+    where = _FILES.get(key[0])
+    if where is None:
+        where = _FILES[key[0]] = _file_layout(group.file)
+    if not where:
         return
-    plist = file.id.get_create_plist()
-    sizeof_addr, sizeof_size = plist.get_sizes()
-    base = int(plist.get_userblock())
+    fd, base, sizeof_addr, sizeof_size = where
     try:
-        check_header_bytes(PositionedReader(fd, base), key[1], int(sizeof_addr), int(sizeof_size))
+        check_header_bytes(PositionedReader(fd, base), key[1], sizeof_addr, sizeof_size)
     except HeaderDamage as damage:
         raise CorruptDataError(
-            f"The object header of {group.name.rstrip('/')}/{name} in {file.filename!r} "
+            f"The object header of {group.name.rstrip('/')}/{name} in {group.file.filename!r} "
             f"is damaged and cannot be read: {damage}. Run h5vc.verify on the file; "
             f"restore it from a copy if it was written."
         ) from None
     _KNOWN.add(key)
+
+
+def _file_layout(file: h5py.File) -> tuple[int, int, int, int] | tuple[()]:
+    """(descriptor, base address, size of addresses, size of lengths) of an open file;
+    empty if HDF5 does not read it through an OS file descriptor."""
+    fd = file_descriptor(file)
+    if fd is None:
+        return ()
+    plist = file.id.get_create_plist()
+    sizeof_addr, sizeof_size = plist.get_sizes()
+    return fd, int(plist.get_userblock()), int(sizeof_addr), int(sizeof_size)
 
 
 def trust_dataset_header(group: h5py.Group, name: str) -> None:

@@ -105,7 +105,8 @@ class RawDataStore:
         self.raw_data: h5py.Dataset = found[RAW_DATA]
         self.hash_table: h5py.Dataset = found[HASH_TABLE]
         try:
-            _ = self.raw_data.dtype
+            #: raw_data's dtype, read once (h5py builds it anew on every access).
+            self.dtype: np.dtype = self.raw_data.dtype
         except (TypeError, ValueError) as error:  # a type numpy has no dtype for
             raise CorruptDataError(
                 f"{self.raw_data.name} in {group.file.filename!r} is damaged: its "
@@ -258,6 +259,7 @@ class RawDataStore:
         self.raw_data = self.group[RAW_DATA]
         self.hash_table = self.group[HASH_TABLE]
         self.chunks = new.chunks
+        self.dtype = new.dtype
         self._fillvalue = None
         self._pipeline = False
         self.reload()

@@ -515,7 +515,7 @@ def resolve_state(f: Any) -> FileState:
 def _check_same_numbers(dataset: h5py.Dataset, store: RawDataStore) -> None:
     """A committed dataset maps its store with the store's own datatype: a number type
     that differs (say in byte order) is a damaged header, which would read wrong values."""
-    mine, stored = dataset.dtype, store.raw_data.dtype
+    mine, stored = dataset.dtype, store.dtype
     if mine != stored and mine.kind in "biufc" and stored.kind in "biufc":
         raise CorruptDataError(
             f"{store.raw_data.name} in {store.filename!r} is damaged: its datatype "
