@@ -31,11 +31,11 @@ FULL = bool(os.environ.get("H5VC_FULL_HEADER_SCAN"))
 
 #: Offsets into the 256-byte header of the small file's raw_data: the prefix, the
 #: dataspace, the datatype (bit fields at 64-75), both fill-value messages (sizes at
-#: 92-95 and 112-115), the layout message (136-155: version, class, dimensionality,
-#: chunk-index address, chunk sizes), the chunks attribute and what follows.
+#: 92-95 and 112-115) and the layout message (136-155: version, class,
+#: dimensionality, chunk-index address, chunk sizes).
 SAMPLE = [
-    0, 8, 16, 20, 24, 26, 37, 39, 48, 56, 57, 60, 64, 65, 66, 67, 69, 73, 82, 88, 89,
-    92, 95, 108, 112, 115, 136, 137, 138, 139, 142, 147, 150, 154, 164, 224,
+    0, 8, 20, 24, 37, 39, 56, 57, 64, 65, 66, 67, 73, 88, 92, 95, 112, 115, 136, 137,
+    138, 139, 142, 147, 150, 154,
 ]  # fmt: skip
 
 #: For a file large enough to be read by positioned reads: the dataspace's extent
