@@ -26,7 +26,7 @@ from h5vc.durable.journal import journal_path
 from h5vc.errors import NotVersionedError
 from h5vc.store import layout
 from h5vc.store.space import FILE_SPACE_OPTIONS
-from h5vc.store.tree import copy_attrs
+from h5vc.store.tree import copy_attrs, store_paths
 
 __all__ = ["PARTIAL_SUFFIX", "repack"]
 
@@ -54,6 +54,8 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
                 f"Expected a versioned file with a {layout.VERSION_DATA!r} group at its "
                 f"root. Got {os.fspath(src)!r}, which has none."
             )
+        # Copying decodes every object header: the chunk stores' are checked first.
+        store_paths(source[layout.VERSION_DATA])
         partial = target + PARTIAL_SUFFIX
         # A copy left by a crashed repack is started afresh (a live one holds the lock).
         copy = open_file(partial, "w", durable=True, **FILE_SPACE_OPTIONS)

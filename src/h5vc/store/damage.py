@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
+
+import h5py
 
 from h5vc.errors import CorruptDataError, H5vcError
 
-__all__ = ["damaged", "is_damage"]
+__all__ = ["damaged", "is_damage", "slot_count"]
 
 #: Words of HDF5's error stack that mean stored bytes are not what they should be.
 _DAMAGE_WORDS = (
@@ -72,3 +75,23 @@ def damaged(filename: str, what: str) -> Iterator[None]:
             f"{what} in {filename!r} is damaged and cannot be read: {error}. "
             f"Run h5vc.verify on the file; restore it from a copy if it was written."
         ) from error
+
+
+def slot_count(dataset_id: Any, c0: int) -> int:
+    """The number of chunk slots of ``raw_data`` (its low-level id): its rows over ``c0``.
+
+    Every slot holds a stored chunk, so a store has fewer slots than its file has
+    bytes; an extent beyond that is a damaged dataspace (it would make h5vc allocate
+    tables of that many slots), raised as :class:`CorruptDataError`.
+    """
+    n_slots = int(dataset_id.shape[0]) // c0
+    file_id = h5py.h5i.get_file_id(dataset_id)
+    if n_slots > file_id.get_filesize():
+        file_name = h5py.h5f.get_name(dataset_id).decode(errors="replace")
+        name = h5py.h5i.get_name(dataset_id).decode(errors="replace")
+        raise CorruptDataError(
+            f"{name} in {file_name!r} is damaged: its extent gives {n_slots} chunk slots, "
+            f"more than the file has bytes. Run h5vc.verify on the file; restore it from "
+            f"a copy if it was written."
+        )
+    return n_slots

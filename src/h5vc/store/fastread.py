@@ -31,8 +31,9 @@ import numpy as np
 from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, parallel_map, pipeline_of
+from h5vc.store.damage import damaged, slot_count
 
-__all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
+__all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget"]
 
 #: At most this many bytes are read into a temporary buffer at a time.
 BUFFER_BYTES = 8 << 20
@@ -117,11 +118,15 @@ class FastReader:
         self.table: ChunkTable | None = None
         self.grown = False
 
-    def describe(self) -> str:
+    def names(self) -> tuple[str, str]:
         """File and object name of the dataset read, for error messages."""
         file_name = h5py.h5f.get_name(self.dataset_id).decode(errors="replace")
         name = h5py.h5i.get_name(self.dataset_id).decode(errors="replace")
-        return f"{file_name}: {name}"
+        return file_name, name
+
+    def describe(self) -> str:
+        """File and object name of the dataset read, for error messages."""
+        return ": ".join(self.names())
 
     @classmethod
     def open(cls, raw_data: h5py.Dataset) -> FastReader | None:
@@ -136,7 +141,7 @@ class FastReader:
             or tuple(raw_data.shape[1:]) != tuple(chunks[1:])
         ):
             return None
-        fd = _descriptor(raw_data.file)
+        fd = file_descriptor(raw_data.file)
         if fd is None:
             return None
         chunks = tuple(int(c) for c in chunks)
@@ -150,10 +155,15 @@ class FastReader:
     # -- the chunk table ------------------------------------------------------------
 
     def _table(self) -> ChunkTable | None:
+        file_name, name = self.names()
+        with damaged(file_name, f"The chunk index of {name}"):
+            return self._look_up_table()
+
+    def _look_up_table(self) -> ChunkTable | None:
         table = self.table
         if table is not None and self.grown:
             self.grown = False
-            n_slots = self.dataset_id.shape[0] // self.chunks[0]
+            n_slots = slot_count(self.dataset_id, self.chunks[0])
             if n_slots < len(table.offsets) or n_slots > 2 * len(table.offsets) + 64:
                 table = self.table = None  # cut, or grown a lot: one iteration is faster
             elif n_slots > len(table.offsets):
@@ -162,7 +172,7 @@ class FastReader:
         if table is None:
             dataset_id = self.dataset_id
             dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file
-            n_slots = dataset_id.shape[0] // self.chunks[0]
+            n_slots = slot_count(self.dataset_id, self.chunks[0])
             table = ChunkTable(dataset_id, n_slots, self.chunks[0])
             if not self._check(table):
                 self.fd = -1
@@ -431,7 +441,7 @@ def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:
         done += n
 
 
-def _descriptor(file: h5py.File) -> int | None:
+def file_descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
         if file.driver == "fileobj":

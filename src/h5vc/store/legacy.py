@@ -27,6 +27,7 @@ from h5vc.errors import CorruptDataError
 from h5vc.hashing import chunk_hash
 from h5vc.store import layout, tree
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.header import trust_dataset_header
 
 __all__ = ["LEGACY_DATA_VERSIONS", "RebuiltTables", "rebuild_hash_tables"]
 
@@ -83,18 +84,7 @@ def rebuild_hash_tables(
 
 def _store_groups(version_data: h5py.Group) -> list[str]:
     """Paths of every group under ``version_data`` holding a ``raw_data`` dataset."""
-    paths: list[str] = []
-
-    def visit(group: h5py.Group, prefix: str) -> None:
-        for name, obj in group.items():
-            if not isinstance(obj, h5py.Group) or (not prefix and name == layout.VERSIONS):
-                continue
-            if isinstance(obj.get(layout.RAW_DATA), h5py.Dataset):
-                paths.append(f"{prefix}{name}")
-            visit(obj, f"{prefix}{name}/")
-
-    visit(version_data, "")
-    return paths
+    return tree.store_paths(version_data, with_hash_table=False)
 
 
 def _store_chunks(raw_data: h5py.Dataset) -> tuple[int, ...]:
@@ -208,6 +198,7 @@ def _write_table(group: h5py.Group, rows: np.ndarray) -> None:
         chunks=layout.HASH_TABLE_CHUNKS,
         maxshape=(None,),
     )
+    trust_dataset_header(group, layout.HASH_TABLE)  # maybe not in the file yet
     if len(rows):
         table[: len(rows)] = rows
     table.attrs[layout.ATTR_LARGEST_INDEX] = np.int64(len(rows))

@@ -27,7 +27,8 @@ from h5vc.errors import (
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store import codecs, fastread
-from h5vc.store.damage import damaged
+from h5vc.store.damage import damaged, slot_count
+from h5vc.store.header import check_dataset_header, trust_dataset_header
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -91,6 +92,8 @@ class RawDataStore:
 
     def __init__(self, group: h5py.Group):
         self.group = group
+        for name in (RAW_DATA, HASH_TABLE):
+            check_dataset_header(group, name)  # before HDF5 decodes it
         found = {name: group.get(name) for name in (RAW_DATA, HASH_TABLE)}
         for name, obj in found.items():
             if not isinstance(obj, h5py.Dataset):
@@ -101,12 +104,29 @@ class RawDataStore:
                 )
         self.raw_data: h5py.Dataset = found[RAW_DATA]
         self.hash_table: h5py.Dataset = found[HASH_TABLE]
+        try:
+            #: raw_data's dtype, read once (h5py builds it anew on every access).
+            self.dtype: np.dtype = self.raw_data.dtype
+        except (TypeError, ValueError) as error:  # a type numpy has no dtype for
+            raise CorruptDataError(
+                f"{self.raw_data.name} in {group.file.filename!r} is damaged: its "
+                f"datatype does not decode ({error}). Run h5vc.verify on the file; "
+                f"restore it from a copy if it was written."
+            ) from error
         chunks_attr = self.raw_data.attrs.get(ATTR_CHUNKS)
+        stored = self.raw_data.chunks
         self.chunks: tuple[int, ...] = (
-            tuple(int(c) for c in chunks_attr)
+            tuple(int(c) for c in np.atleast_1d(chunks_attr))
             if chunks_attr is not None
-            else tuple(self.raw_data.chunks)
+            else tuple(stored or ())
         )
+        if stored is None or tuple(stored) != self.chunks:
+            raise CorruptDataError(
+                f"{self.raw_data.name} in {group.file.filename!r} is damaged: its "
+                f"{ATTR_CHUNKS!r} attribute gives chunks {self.chunks}, its layout "
+                f"{'none' if stored is None else tuple(stored)}. Run h5vc.verify on the "
+                f"file; restore it from a copy if it was written."
+            )
         self._index: dict[bytes, int] | None = None
         #: Slots found to hold their digest's bytes since the index was loaded.
         self.verified_slots: set[int] = set()
@@ -156,6 +176,8 @@ class RawDataStore:
             maxshape=(None,),
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
+        for name in (RAW_DATA, HASH_TABLE):
+            trust_dataset_header(group, name)  # maybe not in the file yet
         return cls(group)
 
     def check_compatible(self, name: str, dtype: np.dtype, chunks: tuple[int, ...]) -> None:
@@ -237,6 +259,7 @@ class RawDataStore:
         self.raw_data = self.group[RAW_DATA]
         self.hash_table = self.group[HASH_TABLE]
         self.chunks = new.chunks
+        self.dtype = new.dtype
         self._fillvalue = None
         self._pipeline = False
         self.reload()
@@ -268,7 +291,7 @@ class RawDataStore:
     def n_slots(self) -> int:
         """Number of chunk slots in raw_data."""
         if self._n_slots is None:
-            self._n_slots = self.raw_data.shape[0] // self.chunks[0]
+            self._n_slots = slot_count(self.raw_data.id, self.chunks[0])
         return self._n_slots
 
     @property

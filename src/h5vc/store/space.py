@@ -16,6 +16,7 @@ from typing import Any
 import h5py
 
 from h5vc.store import layout
+from h5vc.store.header import check_dataset_header
 
 __all__ = [
     "FILE_SPACE_OPTIONS",
@@ -84,6 +85,8 @@ def file_space(version_data: h5py.Group, store_paths: list[str]) -> FileSpace:
     datasets = {}
     for path in store_paths:
         group = version_data[path]
+        for name in (layout.RAW_DATA, layout.HASH_TABLE):
+            check_dataset_header(group, name)  # before HDF5 decodes it
         raw_data, hash_table = group[layout.RAW_DATA], group[layout.HASH_TABLE]
         c0 = int(raw_data.chunks[0]) if raw_data.chunks else 1
         datasets[path] = DatasetSpace(

@@ -19,6 +19,7 @@ from h5vc.errors import CorruptDataError, NotVersionedError, UnsupportedFormatEr
 from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.header import check_dataset_header
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
@@ -355,20 +356,45 @@ def collect_datasets(
     return found
 
 
-def store_paths(version_data: h5py.Group) -> list[str]:
-    """Paths (relative to the version root) of every dataset with a raw_data store."""
+def store_paths(version_data: h5py.Group, *, with_hash_table: bool = True) -> list[str]:
+    """Paths (relative to the version root) of every dataset with a raw_data store
+    (and a hash_table, unless ``with_hash_table`` is false).
+
+    Only groups are opened; a store's datasets are not, and their object headers are
+    checked (:func:`~h5vc.store.header.check_dataset_header`) before HDF5 reads them.
+    """
     paths: list[str] = []
 
     def visit(group: h5py.Group, prefix: str) -> None:
-        for name, obj in group.items():
-            if not isinstance(obj, h5py.Group) or (not prefix and name == layout.VERSIONS):
+        for name in (layout.RAW_DATA, layout.HASH_TABLE):
+            check_dataset_header(group, name)
+        for name in group:
+            if not prefix and name == layout.VERSIONS:
                 continue
-            if layout.RAW_DATA in obj and layout.HASH_TABLE in obj:
+            try:
+                kind = h5py.h5o.get_info(group.id, name.encode()).type
+            except (KeyError, RuntimeError):
+                continue  # a link to nothing, or to an object that cannot be opened
+            if kind != h5py.h5o.TYPE_GROUP:
+                continue
+            obj = group[name]
+            if _is_store(obj, with_hash_table):
                 paths.append(f"{prefix}{name}")
             visit(obj, f"{prefix}{name}/")
 
     visit(version_data, "")
     return paths
+
+
+def _is_store(group: h5py.Group, with_hash_table: bool) -> bool:
+    """Whether ``group`` holds a chunk store (its datasets are not opened)."""
+    if layout.RAW_DATA not in group:
+        return False
+    if with_hash_table:
+        return layout.HASH_TABLE in group
+    check_dataset_header(group, layout.RAW_DATA)
+    info = h5py.h5o.get_info(group.id, layout.RAW_DATA.encode())
+    return bool(info.type == h5py.h5o.TYPE_DATASET)
 
 
 def copy_attrs(source: h5py.AttributeManager, target: h5py.AttributeManager) -> None:

@@ -381,6 +381,8 @@ class FileState:
                 f"at {self.version_data.name}/{path.strip('/')} of {self.filename!r} for "
                 f"dataset {path!r} of version {version!r}. Got none."
             )
+        if dataset is not None:
+            _check_same_numbers(dataset, store)
         return store
 
     def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
@@ -508,3 +510,15 @@ def resolve_state(f: Any) -> FileState:
         f"Expected a VersionedHDF5File or an open h5py.File or h5py.Group. "
         f"Got {type(f).__name__} instead."
     )
+
+
+def _check_same_numbers(dataset: h5py.Dataset, store: RawDataStore) -> None:
+    """A committed dataset maps its store with the store's own datatype: a number type
+    that differs (say in byte order) is a damaged header, which would read wrong values."""
+    mine, stored = dataset.dtype, store.dtype
+    if mine != stored and mine.kind in "biufc" and stored.kind in "biufc":
+        raise CorruptDataError(
+            f"{store.raw_data.name} in {store.filename!r} is damaged: its datatype "
+            f"{stored} differs from {mine}, the datatype of {dataset.name}, which maps "
+            f"it. Run h5vc.verify on the file; restore it from a copy if it was written."
+        )

@@ -1,0 +1,412 @@
+"""Checking a chunk store's object header before HDF5 parses it.
+
+HDF5 trusts some fields of a dataset's object header: a damaged fill-value size, a
+datatype whose precision exceeds its size or a nonsense chunk layout can crash the
+process inside HDF5 when the dataset is opened or its fill value read, which no
+Python code can catch.  :func:`check_dataset_header` reads the header's bytes with a
+positioned read before the dataset is opened the first time and raises
+:class:`~h5vc.errors.CorruptDataError` when the messages HDF5 would decode from them
+are inconsistent.
+
+Only version-1 object headers (HDF5's default, without a checksum) are walked here:
+their message list, and in it the dataspace, datatype, fill-value and layout
+messages.  A version-2 header (``OHDR``) carries a checksum that HDF5 verifies
+before decoding anything, so a damaged one is reported by HDF5 as damage.  Files
+HDF5 does not read through an OS file descriptor (the core driver, a remote file)
+are not checked.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+import h5py
+
+from h5vc.errors import CorruptDataError
+from h5vc.store.fastread import file_descriptor
+
+__all__ = [
+    "HeaderDamage",
+    "PositionedReader",
+    "check_dataset_header",
+    "check_header_bytes",
+    "trust_dataset_header",
+]
+
+#: Bytes read at first: the whole header of a usual chunk store (256 bytes of
+#: messages after the 16-byte prefix), so one read is enough.
+FIRST_READ = 512
+
+#: A version-1 header chunk larger than this is not a chunk store's (it would hold
+#: thousands of attributes): damage.
+MAX_CHUNK_BYTES = 1 << 20
+
+_NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _CONTINUATION = (
+    0x0000,
+    0x0001,
+    0x0003,
+    0x0004,
+    0x0005,
+    0x0008,
+    0x0010,
+)
+
+#: Message flag bit: the message is shared (stored elsewhere, referenced here).
+_SHARED = 0x02
+
+
+#: (file number, header address) of the headers checked, or written, while their file
+#: is open: HDF5 may hold a newer header in its metadata cache than the file does.
+_KNOWN: set[tuple[object, int]] = set()
+
+#: File number -> what :func:`_file_layout` found for that open file.
+_FILES: dict[object, tuple[int, int, int, int] | tuple[()]] = {}
+
+
+class HeaderDamage(Exception):
+    """What is wrong with a header's bytes (turned into CorruptDataError)."""
+
+
+@dataclass
+class _Header:
+    """What the messages of one header say, as far as they were decoded."""
+
+    rank: int | None = None
+    element_size: int | None = None
+    fill_sizes: list[int] = field(default_factory=list)
+    chunk_element_size: int | None = None
+
+
+def check_dataset_header(group: h5py.Group, name: str) -> None:
+    """Raise :class:`CorruptDataError` if the object header of dataset ``group[name]``
+    is damaged in a way HDF5 would not survive decoding.
+
+    The header is found through the link (which does not open the object) and read
+    with positioned reads of the file, once per header while the file is open (and
+    not at all for one written while it is open, see :func:`trust_dataset_header`).
+    Does nothing for a link that is not a hard link, or a file without an OS file
+    descriptor.
+    """
+    key = _key(group, name)
+    if key is None or key in _KNOWN:
+        return
+    where = _FILES.get(key[0])
+    if where is None:
+        where = _FILES[key[0]] = _file_layout(group.file)
+    if not where:
+        return
+    fd, base, sizeof_addr, sizeof_size = where
+    try:
+        check_header_bytes(PositionedReader(fd, base), key[1], sizeof_addr, sizeof_size)
+    except HeaderDamage as damage:
+        raise CorruptDataError(
+            f"The object header of {group.name.rstrip('/')}/{name} in {group.file.filename!r} "
+            f"is damaged and cannot be read: {damage}. Run h5vc.verify on the file; "
+            f"restore it from a copy if it was written."
+        ) from None
+    _KNOWN.add(key)
+
+
+def _file_layout(file: h5py.File) -> tuple[int, int, int, int] | tuple[()]:
+    """(descriptor, base address, size of addresses, size of lengths) of an open file;
+    empty if HDF5 does not read it through an OS file descriptor."""
+    fd = file_descriptor(file)
+    if fd is None:
+        return ()
+    plist = file.id.get_create_plist()
+    sizeof_addr, sizeof_size = plist.get_sizes()
+    return fd, int(plist.get_userblock()), int(sizeof_addr), int(sizeof_size)
+
+
+def trust_dataset_header(group: h5py.Group, name: str) -> None:
+    """``group[name]`` was just created: HDF5 may not have written its header to the
+    file yet, so :func:`check_dataset_header` must not read it while the file is open."""
+    key = _key(group, name)
+    if key is not None:
+        _KNOWN.add(key)
+
+
+def _key(group: h5py.Group, name: str) -> tuple[object, int] | None:
+    """(file number, header address) of the hard link ``group[name]``, if it is one."""
+    if not group.id.links.exists(name.encode()):
+        return None  # the caller reports the missing dataset
+    info = group.id.links.get_info(name.encode())
+    if info.type != h5py.h5l.TYPE_HARD:
+        return None
+    return group.id.fileno, int(info.u)
+
+
+class PositionedReader:
+    """Positioned reads of the file at HDF5 addresses (relative to the base address)."""
+
+    def __init__(self, fd: int, base: int):
+        self.fd = fd
+        self.base = base
+        self.size = os.fstat(fd).st_size
+
+    def read(self, address: int, nbytes: int) -> bytes:
+        """``nbytes`` at ``address``: fewer only at the end of the file."""
+        start = self.base + address
+        if address < 0 or start >= self.size:
+            raise HeaderDamage(f"address {address} lies beyond the end of the file")
+        return os.pread(self.fd, min(nbytes, self.size - start), start)
+
+    def within(self, address: int, nbytes: int) -> bool:
+        return address >= 0 and self.base + address + nbytes <= self.size
+
+
+def check_header_bytes(
+    reader: PositionedReader, address: int, sizeof_addr: int, sizeof_size: int
+) -> None:
+    """Raise :class:`HeaderDamage` if the header at ``address`` is inconsistent."""
+    head = reader.read(address, FIRST_READ)
+    if head[:4] == b"OHDR":
+        return  # version 2: HDF5 checks its checksum before decoding it
+    if len(head) < 16:
+        raise HeaderDamage("the header is cut off by the end of the file")
+    version, n_messages, chunk_size = head[0], *struct.unpack_from("<H4xI", head, 2)
+    if version != 1:
+        raise HeaderDamage(f"expected object header version 1 or 2, got {version}")
+    if chunk_size > MAX_CHUNK_BYTES or not reader.within(address + 16, chunk_size):
+        raise HeaderDamage(f"a header of {chunk_size} bytes does not fit in the file")
+    if len(head) < 16 + chunk_size:
+        head = reader.read(address, 16 + chunk_size)
+    header = _Header()
+    blocks = [(head[16 : 16 + chunk_size], address + 16)]
+    seen = 0
+    while blocks:
+        block, at = blocks.pop(0)
+        pos = 0
+        while pos < len(block):
+            if len(block) - pos < 8:
+                raise HeaderDamage(f"{len(block) - pos} stray bytes end the block at {at}")
+            kind, size, flags = struct.unpack_from("<HHB", block, pos)
+            body = block[pos + 8 : pos + 8 + size]
+            if len(body) < size or size % 8:
+                raise HeaderDamage(
+                    f"message {seen} (type {kind:#06x}, {size} bytes) does not fit its block"
+                )
+            seen += 1
+            if seen > n_messages:
+                raise HeaderDamage(f"more messages than the {n_messages} the header counts")
+            if kind == _CONTINUATION:
+                target, length = _continuation(body, sizeof_addr, sizeof_size)
+                if length > MAX_CHUNK_BYTES or not reader.within(target, length):
+                    raise HeaderDamage(f"a continuation block of {length} bytes at {target}")
+                if not _complete(header):
+                    blocks.append((reader.read(target, length), target))
+            elif not flags & _SHARED:
+                _decode(kind, body, header, sizeof_addr, sizeof_size)
+            pos += 8 + size
+        if _complete(header):
+            break
+    _cross_check(header)
+
+
+def _complete(header: _Header) -> bool:
+    return (
+        header.rank is not None
+        and header.element_size is not None
+        and header.chunk_element_size is not None
+    )
+
+
+def _continuation(body: bytes, sizeof_addr: int, sizeof_size: int) -> tuple[int, int]:
+    if len(body) < sizeof_addr + sizeof_size:
+        raise HeaderDamage("a continuation message is too short")
+    target = int.from_bytes(body[:sizeof_addr], "little")
+    length = int.from_bytes(body[sizeof_addr : sizeof_addr + sizeof_size], "little")
+    return target, length
+
+
+def _decode(kind: int, body: bytes, header: _Header, sizeof_addr: int, sizeof_size: int) -> None:
+    if kind == _DATASPACE:
+        header.rank = _dataspace(body, sizeof_size)
+    elif kind == _DATATYPE:
+        header.element_size = _datatype(body)
+    elif kind == _FILL:
+        size = _fill(body)
+        if size is not None:
+            header.fill_sizes.append(size)
+    elif kind == _FILL_OLD:
+        if len(body) < 4:
+            raise HeaderDamage("the old fill-value message is too short")
+        size = int.from_bytes(body[:4], "little")
+        if 4 + size > len(body):
+            raise HeaderDamage(f"an old fill value of {size} bytes in a {len(body)}-byte message")
+        if size:
+            header.fill_sizes.append(size)
+    elif kind == _LAYOUT:
+        _layout(body, header, sizeof_addr, sizeof_size)
+
+
+def _dataspace(body: bytes, sizeof_size: int) -> int:
+    """The rank the dataspace message gives (its sizes checked)."""
+    if len(body) < 4:
+        raise HeaderDamage("the dataspace message is too short")
+    version, rank, flags = body[0], body[1], body[2]
+    if version not in (1, 2):
+        raise HeaderDamage(f"dataspace message version {version}")
+    if version == 2 and body[3] > 2:
+        raise HeaderDamage(f"dataspace type {body[3]}")
+    if rank > 32:
+        raise HeaderDamage(f"a dataspace of rank {rank}")
+    start = 8 if version == 1 else 4
+    n = rank * sizeof_size
+    has_max = bool(flags & 1)
+    if start + n * (2 if has_max else 1) > len(body):
+        raise HeaderDamage(f"a rank-{rank} dataspace in a {len(body)}-byte message")
+    if has_max:
+        unlimited = (1 << (8 * sizeof_size)) - 1
+        for i in range(rank):
+            at = start + i * sizeof_size
+            dim = int.from_bytes(body[at : at + sizeof_size], "little")
+            maximum = int.from_bytes(body[at + n : at + n + sizeof_size], "little")
+            if maximum != unlimited and dim > maximum:
+                raise HeaderDamage(f"dimension {i} is {dim}, above its maximum {maximum}")
+    return rank
+
+
+def _datatype(body: bytes) -> int:
+    """The element size the datatype message gives (its bit fields checked)."""
+    if len(body) < 8:
+        raise HeaderDamage("the datatype message is too short")
+    cls, version = body[0] & 0x0F, body[0] >> 4
+    size = int.from_bytes(body[4:8], "little")
+    if not 1 <= version <= 5 or cls > 11:
+        raise HeaderDamage(f"datatype class {cls} version {version}")
+    if size == 0:
+        raise HeaderDamage("a datatype of size 0")
+    if cls in (0, 1, 4):  # fixed-point, floating-point, bitfield: bit offset, precision
+        need = 20 if cls == 1 else 12
+        if len(body) < need:
+            raise HeaderDamage(f"a {len(body)}-byte datatype message of class {cls}")
+        offset, precision = struct.unpack_from("<HH", body, 8)
+        if precision == 0 or offset + precision > 8 * size:
+            raise HeaderDamage(f"{precision} bits at bit {offset} in a {size}-byte number type")
+        if cls == 1:
+            e_pos, e_size, m_pos, m_size = body[12:16]
+            sign = body[2]
+            if (
+                e_size == 0
+                or m_size == 0
+                or e_pos + e_size > precision
+                or m_pos + m_size > precision
+                or sign >= precision
+                or (e_pos < m_pos + m_size and m_pos < e_pos + e_size)
+            ):
+                raise HeaderDamage(
+                    f"a floating-point type with exponent {e_size} bits at {e_pos}, "
+                    f"mantissa {m_size} bits at {m_pos}, sign at {sign}, precision "
+                    f"{precision} at {offset}"
+                )
+    return size
+
+
+def _fill(body: bytes) -> int | None:
+    """The size of the fill value the message holds (None: it holds none)."""
+    if len(body) < 2:
+        raise HeaderDamage("the fill-value message is too short")
+    version = body[0]
+    if version in (1, 2):
+        if len(body) < 4:
+            raise HeaderDamage("the fill-value message is too short")
+        alloc_time, write_time, defined = body[1], body[2], body[3]
+        if not 1 <= alloc_time <= 3 or write_time > 2 or defined > 1:
+            raise HeaderDamage(
+                f"fill-value times {alloc_time}, {write_time} and defined flag {defined}"
+            )
+        present = version == 1 or defined
+        start = 4
+    elif version == 3:
+        flags = body[1]
+        if flags & 0xC0 or flags & 0x30 == 0x30 or flags & 0x0C == 0x0C:
+            raise HeaderDamage(f"fill-value flags {flags:#04x}")
+        present = bool(flags & 0x20)
+        start = 2
+    else:
+        raise HeaderDamage(f"fill-value message version {version}")
+    if not present:
+        return None
+    if start + 4 > len(body):
+        raise HeaderDamage("the fill-value message is too short for its size")
+    size = int.from_bytes(body[start : start + 4], "little")
+    if start + 4 + size > len(body):
+        raise HeaderDamage(f"a fill value of {size} bytes in a {len(body)}-byte message")
+    return size or None
+
+
+def _layout(body: bytes, header: _Header, sizeof_addr: int, sizeof_size: int) -> None:
+    """Check a chunked layout message (a chunk store is chunked)."""
+    if len(body) < 2:
+        raise HeaderDamage("the layout message is too short")
+    version, cls = body[0], body[1]
+    if version not in (3, 4):
+        raise HeaderDamage(f"layout message version {version}")
+    if cls != 2:
+        raise HeaderDamage(f"layout class {cls}, expected chunked (2)")
+    if version == 3:
+        if len(body) < 3:
+            raise HeaderDamage("the layout message is too short")
+        dimensionality = body[2]
+        start, width = 3 + sizeof_addr, 4
+    else:
+        if len(body) < 5:
+            raise HeaderDamage("the layout message is too short")
+        flags, dimensionality, width = body[2], body[3], body[4]
+        if flags & ~0x03 or not 1 <= width <= 8:
+            raise HeaderDamage(f"layout flags {flags:#04x}, dimension width {width}")
+        start = 5
+    if not 2 <= dimensionality <= 33:
+        raise HeaderDamage(f"chunk dimensionality {dimensionality}")
+    end = start + dimensionality * width
+    if end > len(body):
+        raise HeaderDamage(f"{dimensionality} chunk sizes in a {len(body)}-byte message")
+    sizes = [
+        int.from_bytes(body[start + i * width : start + (i + 1) * width], "little")
+        for i in range(dimensionality)
+    ]
+    if version == 4:
+        _chunk_index(body, end, flags, sizeof_addr, sizeof_size)
+    dims, element = sizes[:-1], sizes[-1]
+    product = element
+    for dim in dims:
+        product *= dim
+    if min(sizes) == 0 or product >= 1 << 32:
+        raise HeaderDamage(f"chunk sizes {dims} of {element}-byte elements")
+    if header.rank is not None and header.rank != len(dims):
+        raise HeaderDamage(f"rank-{len(dims)} chunks of a rank-{header.rank} dataspace")
+    header.rank = len(dims) if header.rank is None else header.rank
+    header.chunk_element_size = element
+
+
+def _chunk_index(body: bytes, at: int, flags: int, sizeof_addr: int, sizeof_size: int) -> None:
+    """Check a version-4 layout's chunk-index type and its fields' length."""
+    if at >= len(body):
+        raise HeaderDamage("the layout message is too short for its chunk index")
+    kind = body[at]
+    extra = {1: 0, 2: 0, 3: 1, 4: 5, 5: 6}.get(kind)
+    if extra is None:
+        raise HeaderDamage(f"chunk index type {kind}")
+    if kind == 1 and flags & 0x02:
+        extra = sizeof_size + 4  # filtered single chunk: its size and filter mask
+    if at + 1 + extra + sizeof_addr > len(body):
+        raise HeaderDamage("the layout message is too short for its chunk index")
+
+
+def _cross_check(header: _Header) -> None:
+    """The messages agree: layout element size and fill values match the datatype."""
+    if header.chunk_element_size is None:
+        raise HeaderDamage("no chunked layout message")
+    size = header.element_size
+    if size is None:
+        return  # a shared datatype: its size is not known here
+    if header.chunk_element_size != size:
+        raise HeaderDamage(
+            f"chunks of {header.chunk_element_size}-byte elements, the datatype has {size}"
+        )
+    for value in header.fill_sizes:
+        if value != size:
+            raise HeaderDamage(f"a fill value of {value} bytes, the datatype has {size}")

@@ -1,0 +1,111 @@
+"""Flip single bytes of an object header and see what h5vc does with each damaged file.
+
+Run as a script (a fresh interpreter, which forks one child per flipped byte, so a
+crash inside HDF5 ends the child and is reported, not the scan)::
+
+    python tests/safety/flipscan.py FILE OBJECT OFFSET|FIRST:LAST ...
+
+prints one line per offset into ``OBJECT``'s header in ``FILE``: the offset and the
+outcome, ``ok`` (harmless), ``corrupt`` (:class:`~h5vc.errors.CorruptDataError`),
+``crash:<signal>`` or the name of any other exception.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+import h5vc
+from h5vc.errors import CorruptDataError
+
+
+def make(path: str, size: int = 1000, libver: str | None = None) -> None:
+    """A file with two versions of one chunked dataset of ``size`` numbers (ten chunks;
+    from about 200,000 on they are read by positioned reads).  With ``libver``
+    ``"latest"`` its object headers are version 2 (checksummed)."""
+    options = {} if libver is None else {"libver": libver}
+    with h5vc.open(path, "w", **options) as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(float(size)), chunks=(size // 10,))
+        with vf.stage_version("v2") as g:
+            g["x"][5] = -1.0
+
+
+def read_all_and_commit(path: str) -> None:
+    """Read every version's dataset, then commit a change."""
+    with h5vc.open(path, "r") as vf:
+        for version in vf.versions:
+            vf[version]["x"][:]
+    with h5vc.open(path, "r+") as vf, vf.stage_version("v3") as g:
+        g["x"][0] = 3.0
+
+
+def header_address(path: str, obj: str) -> int:
+    """The file offset of ``obj``'s object header."""
+    with h5py.File(path, "r") as f:
+        return int(h5py.h5o.get_info(f[obj].id).addr) + int(f.userblock_size)
+
+
+def flipped(data: bytes, address: int, offset: int) -> bytes:
+    """``data`` with the byte at ``address + offset`` inverted."""
+    damaged = bytearray(data)
+    damaged[address + offset] ^= 0xFF
+    return bytes(damaged)
+
+
+def _outcome(path: str) -> str:
+    try:
+        read_all_and_commit(path)
+    except CorruptDataError:
+        return "corrupt"
+    except BaseException as error:
+        return type(error).__name__
+    return "ok"
+
+
+def scan(path: str, obj: str, offsets: list[int], workdir: str) -> dict[int, str]:
+    """The outcome of each offset's flip, each run in a forked child."""
+    address = header_address(path, obj)
+    with open(path, "rb") as file:
+        data = file.read()
+    results: dict[int, str] = {}
+    for offset in offsets:
+        damaged = os.path.join(workdir, f"flip{offset}.h5")
+        with open(damaged, "wb") as file:
+            file.write(flipped(data, address, offset))
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: no thread runs here, no file is open
+            os.close(read_end)
+            os.write(write_end, _outcome(damaged).encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            said = pipe.read().decode()
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            results[offset] = f"crash:{signal.Signals(os.WTERMSIG(status)).name}"
+        else:
+            results[offset] = said or f"exit:{os.WEXITSTATUS(status)}"
+        os.remove(damaged)
+    return results
+
+
+def main(argv: list[str]) -> None:
+    path, obj = argv[0], argv[1]
+    offsets: list[int] = []
+    for arg in argv[2:]:
+        first, _, last = arg.partition(":")
+        offsets.extend(range(int(first), int(last)) if last else [int(first)])
+    with tempfile.TemporaryDirectory() as workdir:
+        for offset, outcome in scan(path, obj, offsets, workdir).items():
+            print(offset, outcome, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
