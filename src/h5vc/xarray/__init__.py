@@ -21,16 +21,16 @@ shared with other versions, so the references of one version would show up in ot
 
 from __future__ import annotations
 
-import os
 import posixpath
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from h5vc.dask import Source, _location, committed_dataset, open_source, resolve_version, versioned
 from h5vc.errors import DatasetNotFoundError, MissingDependencyError
 from h5vc.store import layout
+from h5vc.xarray.write import to_version
 
 try:
     import xarray as xr
@@ -42,9 +42,6 @@ except ImportError as err:  # pragma: no cover - exercised only without xarray
     raise MissingDependencyError(
         "h5vc.xarray needs xarray: pip install xarray (or pip install 'h5vc[xarray]')."
     ) from err
-
-if TYPE_CHECKING:
-    from h5vc.api import VersionedHDF5File
 
 __all__ = [
     "DIMENSIONS_ATTR",
@@ -356,52 +353,3 @@ class H5vcBackendEntrypoint(BackendEntrypoint):
 def open_dataset(path: Any, version: Any = None, group: str | None = None, **kwargs: Any) -> Any:
     """``xr.open_dataset(path, engine="h5vc", version=version, group=group, **kwargs)``."""
     return xr.open_dataset(path, engine="h5vc", version=version, group=group, **kwargs)
-
-
-def to_version(
-    ds: xr.Dataset,
-    target: str | os.PathLike[str] | VersionedHDF5File,
-    version: str,
-    *,
-    group: str = "/",
-    prev_version: str | None = None,
-    append_dim: str | None = None,
-    root: str = "/",
-    compression: Any = None,
-    compression_opts: Any = None,
-    message: str | None = None,
-    author: str | None = None,
-    timestamp: Any = None,
-) -> None:
-    """Write the Dataset ``ds`` as the new version ``version`` of ``target``.
-
-    ``target`` is a path (opened with mode ``"a"``), an h5py file or group, or a
-    :class:`~h5vc.VersionedHDF5File`. The version starts from ``prev_version``
-    (default: the current version); the group ``group`` then holds exactly the
-    variables of ``ds`` (CF-encoded as netCDF writers do, dimension names in
-    ``_ARRAY_DIMENSIONS``) and its attributes; other groups are kept.
-    ``xr.open_dataset(target, engine="h5vc", version=version, group=group)`` gives
-    ``ds`` back. Unchanged chunks are shared with earlier versions.
-
-    With ``append_dim``, ``ds`` holds only what is appended: variables along
-    ``append_dim`` grow by ``ds``'s length there, so a version costs what was
-    appended; the other variables of ``ds`` replace the stored ones.
-
-    Dask-backed variables are written block by block (see :func:`h5vc.dask.store`).
-    """
-    from h5vc.xarray.write import to_version as write
-
-    write(
-        ds,
-        target,
-        version,
-        group=group,
-        prev_version=prev_version,
-        append_dim=append_dim,
-        root=root,
-        compression=compression,
-        compression_opts=compression_opts,
-        message=message,
-        author=author,
-        timestamp=timestamp,
-    )

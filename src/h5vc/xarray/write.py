@@ -181,9 +181,21 @@ def to_version(
     author: str | None = None,
     timestamp: Any = None,
 ) -> None:
-    """Write the ``xarray.Dataset`` ``ds`` as version ``version`` of ``target``.
+    """Write the Dataset ``ds`` as the new version ``version`` of ``target``.
 
-    See :func:`h5vc.xarray.to_version`.
+    ``target`` is a path (opened with mode ``"a"``), an h5py file or group, or a
+    :class:`~h5vc.VersionedHDF5File`. The version starts from ``prev_version``
+    (default: the current version); the group ``group`` then holds exactly the
+    variables of ``ds`` (CF-encoded as netCDF writers do, dimension names in
+    ``_ARRAY_DIMENSIONS``) and its attributes; other groups are kept.
+    ``xr.open_dataset(target, engine="h5vc", version=version, group=group)`` gives
+    ``ds`` back. Unchanged chunks are shared with earlier versions.
+
+    With ``append_dim``, ``ds`` holds only what is appended: variables along
+    ``append_dim`` grow by ``ds``'s length there, so a version costs what was
+    appended; the other variables of ``ds`` replace the stored ones.
+
+    Dask-backed variables are written block by block (see :func:`h5vc.dask.store`).
     """
     import xarray as xr
 
