@@ -243,6 +243,7 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
     the calling thread) and on two."""
     monkeypatch.setattr(codecs, "workers", lambda: cores)
     monkeypatch.setattr(fastread, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(fastread, "PIECE_BYTES", buffer_bytes)
     monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", buffer_bytes)
     monkeypatch.setattr(
         rawdata, "hash_in_batches", lambda chunks: hash_in_batches(chunks, buffer_bytes)
