@@ -267,15 +267,17 @@ class RawDataStore:
     @property
     def pipeline(self) -> codecs.Pipeline | None:
         """The filter pipeline h5vc runs itself on all cores when it writes chunks
-        (None: no filter, one only HDF5 runs, or a single core, where HDF5's own
-        filters are as fast or faster)."""
+        (None: no filter, one only HDF5 runs, or a single core where HDF5's own
+        filters are as fast or faster: all but deflate)."""
         if self._pipeline is False:
             dtype = self.raw_data.dtype
             self._pipeline = None
-            if dtype.kind in "biufc" and dtype.isnative and codecs.workers() > 1:
+            if dtype.kind in "biufc" and dtype.isnative:
                 chunk_bytes = math.prod(self.chunks) * dtype.itemsize
                 dcpl = self.raw_data.id.get_create_plist()
-                self._pipeline = codecs.pipeline_of(dcpl, dtype.itemsize, chunk_bytes)
+                pipeline = codecs.pipeline_of(dcpl, dtype.itemsize, chunk_bytes)
+                if pipeline is not None and (codecs.workers() > 1 or pipeline.faster_than_hdf5):
+                    self._pipeline = pipeline
         return self._pipeline if isinstance(self._pipeline, codecs.Pipeline) else None
 
     # -- the hash index -------------------------------------------------------------
