@@ -41,7 +41,8 @@ def test_store_array_in_many_batches_reads_back_through_hdf5(
         store = RawDataStore.create(
             f, "x", dtype=np.dtype("f8"), chunks=chunks, filters=FILTERS[name]
         )
-        assert (store.pipeline is not None) == (cores > 1)
+        # On one core only deflate (zlib-ng) beats HDF5's own filters.
+        assert (store.pipeline is not None) == (cores > 1 or name.startswith("gzip"))
         slots = store.store_array(values)
         assert slots[1, 1] == -1
         assert slots[5, 2] == slots[0, 0]
