@@ -635,21 +635,37 @@ class CollectionReader:
                 f"chunk of {location[1]} bytes."
             )
 
+    def _check_stored(self, dataset: h5py.Dataset, record: SampleRecord) -> None:
+        """Raise CorruptDataError if the chunk at the origin of the sample is not stored."""
+        corner = (record.index,) + (0,) * (dataset.ndim - 1)
+        if dataset.id.get_chunk_info_by_coord(corner).byte_offset is None:
+            raise CorruptDataError(
+                f"Expected sample {record.index} of dataset {record.dataset!r} in "
+                f"{self.path} to be stored. Its writer has not stored it: it has not "
+                "flushed it yet (SampleWriter.flush) or storing it failed."
+            )
+
     def read_hdf5(self, record: SampleRecord, out: np.ndarray) -> None:
         """Read the sample into ``out`` through HDF5, checking the checksum of a ``01``
         record and the content digest of a ``00`` record of a complete file.
 
         ``out`` is C-contiguous, of the record's shape and the schema's dtype. Call
-        :meth:`check_complete` first.
+        :meth:`check_complete` first. In a live file, a sample whose chunk is not stored
+        (its writer has not flushed it yet, or failed to store it) raises
+        CorruptDataError instead of reading as zeros.
         """
         sample_io = self._dataset(record.dataset)
         self._check_stored_size(record)
         try:
             if self.live:
                 sample_io.dataset.refresh()
+                if out.size:
+                    self._check_stored(sample_io.dataset, record)
             if out.size:
                 sample_io.read(record.index, out)
         except OSError as err:
+            if isinstance(err, CorruptDataError):
+                raise
             raise CorruptDataError(
                 f"Expected to read sample {record.index} of dataset {record.dataset!r} in "
                 f"{self.path}. Got an HDF5 error instead: {err}"
