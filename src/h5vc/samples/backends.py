@@ -20,7 +20,7 @@ import pathlib
 import secrets
 import string
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 import h5py
@@ -362,23 +362,30 @@ class CollectionWriter:
             sample_io.dataset.id.write_direct_chunk(corner, encoded, 0)
 
     def _store_queued(self, *, everything: bool, room: int = 0) -> None:
-        """Store queued samples in order: every one already encoded, and also (waiting for
-        its encoding) the oldest while ``everything`` or while the queue has no room for
-        one more sample of ``room`` bytes; then flush the datasets written.
+        """Store queued samples in order, then flush the datasets written: all of them
+        with ``everything``; else every one already encoded and, when the queue has no
+        room for one more sample of ``room`` bytes, at least the older half (waiting for
+        their encoding: the threads stay half a queue ahead, and this thread wakes once
+        for many samples rather than once per sample).
 
         A failure stops the file (:attr:`failure`) and is raised; the queue is dropped.
         """
         queue = self._queue
+        keep = len(queue)  # store no more than the encoded ones ...
+        if everything:
+            keep = 0
+        elif len(queue) >= QUEUE_SAMPLES or self._queued_bytes + room > QUEUE_BYTES:
+            keep = len(queue) // 2  # ... unless the queue is full
+            wait((queue[len(queue) - keep - 1][2],))
         written: set[int] = set()
         size = self.schema.collection_size
         try:
             while queue:
                 slot, sample, job = queue[0]
-                if not (
-                    everything
-                    or job.done()
-                    or len(queue) >= QUEUE_SAMPLES
-                    or self._queued_bytes + room > QUEUE_BYTES
+                if (
+                    len(queue) <= keep
+                    and not job.done()
+                    and self._queued_bytes + room <= QUEUE_BYTES
                 ):
                     break
                 try:
