@@ -144,8 +144,8 @@ class SampleStore:
         """A new writer session; use it as a context manager.
 
         ``threads``: threads that compress samples while the caller goes on (``None``:
-        one per usable core, at most 4, and none on a single core; ``0``: compress in the
-        calling thread, every sample stored before ``write`` returns).
+        one per usable core, at most 4; ``0``: compress in the calling thread, every
+        sample stored before ``write`` returns).
         """
         return SampleWriter(self.directory, self.schema, threads=threads)
 
@@ -166,14 +166,13 @@ class SampleWriter:
     """A writer session: samples go into new collection files only.
 
     ``write(array)`` returns the record string of the stored sample. With encoding
-    threads (``threads`` of :meth:`SampleStore.writer`, by default one per usable core
-    when there are several) the sample's chunk is compressed on them while the caller
-    goes on, and stored by a later call: a sample is readable from other processes
-    once :meth:`flush`, :meth:`write_many` or :meth:`close` returns (most of them
-    sooner, a bounded queue behind the calls). With ``threads=0`` every sample is
-    stored and flushed before ``write`` returns. Leaving the ``with`` block (or
-    ``close()``) stores every sample, closes the files and publishes their content
-    indexes.
+    threads (``threads`` of :meth:`SampleStore.writer`, by default one per usable core)
+    the sample's chunk is compressed on them while the caller goes on, and stored by a
+    later call: a sample is readable from other processes once :meth:`flush`,
+    :meth:`write_many` or :meth:`close` returns (most of them sooner, a bounded queue
+    behind the calls). With ``threads=0`` every sample is stored and flushed before
+    ``write`` returns. Leaving the ``with`` block (or ``close()``) stores every sample,
+    closes the files and publishes their content indexes.
 
     Should storing a sample fail after its ``write`` returned, the error is raised by
     the next call of the writer that stores samples (``write``, ``write_many``,
@@ -320,10 +319,12 @@ class SampleWriter:
 
 
 def default_encode_threads() -> int:
-    """Encoding threads a writer starts by default: one per usable core (at most 4), none
-    on a single core, where encoding in the calling thread costs least."""
-    cores = _usable_cores()
-    return 0 if cores < 2 else min(_MAX_DEFAULT_THREADS, cores)
+    """Encoding threads a writer starts by default: one per usable core, at most 4.
+
+    One thread on a single core too: handing the encoding to it lets the writer store and
+    flush samples in batches, which costs less than doing it sample by sample.
+    """
+    return min(_MAX_DEFAULT_THREADS, _usable_cores())
 
 
 def _usable_cores() -> int:
