@@ -337,9 +337,11 @@ class CollectionWriter:
             self._store_queued(everything=False, room=array.nbytes)
         if self._spare and self._spare[-1].shape == array.shape:
             sample = self._spare.pop()
-            np.copyto(sample, array)
         else:
-            sample = array.copy()
+            sample = np.empty(array.shape, self.schema.dtype)
+        # Copied holding the GIL: numpy lets it go for a copy this large, and taking it
+        # back from the encoding threads takes longer than the copy.
+        sample.data.cast("B")[:] = array.data.cast("B")
         slot = self._slots_used
         self._queue.append((slot, sample, pool.submit(self.encode, sample)))
         self._queued_bytes += sample.nbytes
