@@ -318,9 +318,10 @@ class CollectionWriter:
         ``array`` is copied: the caller may change it once this returns. Samples the
         file's encoder does not take (the first of the file, those larger than
         :data:`QUEUE_MAX_CHUNK_BYTES`, any when the file has no encoder) are written
-        now, as by ``write(array)``. Before queueing, every queued sample
-        already encoded is stored (and its dataset flushed), waiting for the oldest ones
-        while the queue is full (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`).
+        now, as by ``write(array)``. Before queueing, every queued sample already
+        encoded is stored (and its dataset flushed); when the queue is full
+        (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`) this waits until its older half is
+        stored.
 
         Raises the error of a queued sample that failed (see the class documentation);
         this sample is then not stored.
