@@ -232,3 +232,59 @@ def test_large_chunks_are_encoded_in_the_calling_thread(
         with store.reader() as reader:  # each stored and flushed before write returned
             for record, sample in zip(records, data):
                 np.testing.assert_array_equal(reader.read(record), sample)
+
+
+_CRASHING_WRITER = """
+import os, sys
+import numpy as np
+from h5vc.samples import SampleStore
+store = SampleStore(sys.argv[1])
+rng = np.random.default_rng(12)
+rows, cols = np.indices(store.schema.shape)
+with store.writer(threads=2) as writer:
+    for number in range(int(sys.argv[2])):
+        sample = ((rows * (number % 3) + cols // (1 + number % 4) + number) % 256).astype(np.uint8)
+        print(writer.write(sample), number, sep="\t", flush=True)
+    os._exit(3)  # killed: no flush, no close
+"""
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_a_writer_killed_with_queued_samples_leaves_no_wrong_data(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    import subprocess
+    import sys
+
+    store = make_store(tmp_path / "s", backend, collection_size=200)
+    script = tmp_path / "writer.py"
+    script.write_text(_CRASHING_WRITER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, str(script), str(store.directory), "150"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    lines = [line.split("\t") for line in done.stdout.splitlines()]
+    assert len(lines) == 150
+    assert index_files(store) == []  # never published as complete
+    rows, cols = np.indices(SHAPE)
+    read = lost = 0
+    with store.reader() as reader:
+        for record, number_text in lines:
+            number = int(number_text)
+            expected = ((rows * (number % 3) + cols // (1 + number % 4) + number) % 256).astype(
+                np.uint8
+            )
+            try:
+                got = reader.read(record)
+            except CorruptDataError as err:
+                assert "not stored it" in str(err)
+                lost += 1
+            else:
+                np.testing.assert_array_equal(got, expected)
+                read += 1
+    assert read > 0 and lost > 0  # the queue held samples the crash lost; none read wrong
