@@ -10,15 +10,16 @@ was written (the workers return an xxhash64 of each sample, compared in the pare
 Two compression settings: ``blosc:lz4`` level 5 (metrics ``B_...``) and ``blosc:lz4hc``
 level 5 (metrics ``B_lz4hc_...``), both with byte shuffle.
 
-Metrics per backend ``B``: ``B_write_s`` (write + commit, one call per sample),
-``B_write_cpu_s`` (the CPU time of that process meanwhile, threads included: on a busy
-machine the wall time says little), ``B_read_s`` (random-order read of all samples, one
-sample per call), ``B_read2w_s`` (the same with 2 worker processes, pool already started),
-``B_bytes`` (bytes on disk of the store), and for h5vc only ``B_writemany_s`` and
-``B_writemany_cpu_s`` (the same samples written by one ``SampleWriter.write_many`` call,
-which hashes and compresses on the writer's threads while it writes) and
-``B_readbatch_s`` (the same random-order read as one ``SampleReader.read_many`` call,
-which decodes on the reader's default threads besides the calling one).
+Metrics per backend ``B``: ``B_write_s`` (write + commit, one call per sample; h5vc with
+the default writer, which compresses on one thread per core while the caller goes on,
+and closing the writer as its commit), ``B_write_cpu_s`` (the CPU time of that process
+meanwhile, threads included: on a busy machine the wall time says little), ``B_read_s``
+(random-order read of all samples, one sample per call), ``B_read2w_s`` (the same with 2
+worker processes, pool already started), ``B_bytes`` (bytes on disk of the store), and
+for h5vc only ``B_writemany_s`` and ``B_writemany_cpu_s`` (the same samples written by
+one ``SampleWriter.write_many`` call) and ``B_readbatch_s`` (the same random-order read
+as one ``SampleReader.read_many`` call, which decodes on the reader's default threads
+besides the calling one).
 """
 
 from __future__ import annotations

@@ -473,6 +473,7 @@ def test_live_and_complete_files_in_one_batch(
     complete = write(store, samples[:5])  # two complete files
     writer = store.writer()
     live = [writer.write(sample) for sample in samples[5:]]  # two live files
+    writer.flush()
     records = [*complete, *live]
     try:
         with store.reader(threads=1) as reader:

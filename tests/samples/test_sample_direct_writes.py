@@ -82,11 +82,13 @@ class CountingEncoder:
         {"complib": "blosc:blosclz", "complevel": 1, "shuffle": "byte"},
     ],
 )
+@pytest.mark.parametrize("threads", [0, 2])
 def test_direct_writes_store_what_hdf5_stores(
     tmp_path: pathlib.Path,
     monkeypatch: pytest.MonkeyPatch,
     backend: str,
     compression: dict[str, Any],
+    threads: int,
 ) -> None:
     data = samples(30, seed=1)
     if backend == "00":
@@ -94,7 +96,7 @@ def test_direct_writes_store_what_hdf5_stores(
     options = {"collection_count": 2, "collection_size": 8}
     direct = SampleStore(tmp_path / "direct", backend, SHAPE, "uint8", compression, **options)
     counting = CountingEncoder(monkeypatch)
-    with direct.writer() as writer:
+    with direct.writer(threads=threads) as writer:
         records = writer.write_many(data[:20]) + [writer.write(s) for s in data[20:]]
     assert counting.encoded > 10  # most samples went through the encoder
     with monkeypatch.context() as m:

@@ -60,15 +60,18 @@ def test_workers_read_while_a_writer_adds_files(tmp_path: pathlib.Path) -> None:
     with context.Pool(1, initializer=_install_reader, initargs=(store.reader(),)) as pool:
         writer = store.writer()
         records = [writer.write(sample) for sample in samples[:4]]
+        writer.flush()  # every sample written so far is readable from other processes
         # The worker opens the first file while it is still being written.
         assert pool.apply(_read_digests, (records,)) == expected[:4]
         records += [writer.write(sample) for sample in samples[4:14]]
+        writer.flush()
         assert len({decode_record(r).uid for r in records}) == 3  # 6 samples per file
         # Same worker, same open files: it must see the samples added since.
         assert pool.apply(_read_digests, (records,)) == expected[:14]
         writer.close()
         with store.writer() as second:
             records += [second.write(sample) for sample in samples[14:]]
+            second.flush()
             assert pool.apply(_read_digests, (records[::-1],)) == expected[::-1]
         # After the writers closed, the files are complete and read as such.
         assert pool.apply(_read_digests, (records,)) == expected

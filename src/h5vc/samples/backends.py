@@ -13,12 +13,14 @@ chunk cache from the chunk geometry and protects chunks with the Fletcher-32 fil
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import pathlib
 import secrets
 import string
 from collections.abc import Callable
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 import h5py
@@ -26,13 +28,21 @@ import numpy as np
 import xxhash
 
 from h5vc.chunking import ChunkCache, chunk_cache
-from h5vc.errors import CorruptDataError, DataFileNotFoundError, RecordFormatError
+from h5vc.errors import (
+    ClosedError,
+    CorruptDataError,
+    DataFileNotFoundError,
+    RecordFormatError,
+)
 from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
 __all__ = [
     "CHUNK_TARGET_BYTES",
+    "QUEUE_BYTES",
+    "QUEUE_MAX_CHUNK_BYTES",
+    "QUEUE_SAMPLES",
     "SampleCheck",
     "content_digest",
     "sample_xxh64",
@@ -55,6 +65,13 @@ _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
 #: A collection file ``<uid>.hdf5`` is complete once its content index ``<uid>.index`` exists.
 INDEX_SUFFIX = ".index"
+#: :meth:`CollectionWriter.write_later` queues at most this many samples ...
+QUEUE_SAMPLES = 64
+#: ... of at most this many bytes in all ...
+QUEUE_BYTES = 64 * 1024 * 1024
+#: ... and none whose chunk is larger: Blosc splits such a chunk into blocks compressed
+#: on its own threads when the writing thread encodes it.
+QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 #: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
@@ -199,6 +216,14 @@ class CollectionWriter:
     first sample of every file is written through HDF5's filter pipeline and its stored
     bytes compared with the encoder's: only on a match is the encoder used for the
     file, so stored bytes are always those HDF5 itself would store.
+
+    :meth:`write` stores a sample before it returns. :meth:`write_later` hands the
+    encoding to a thread pool and stores the chunk during a later call: a bounded queue
+    of copies of the samples, stored in order of the calls, all of them by
+    :meth:`flush` and :meth:`close`. Should encoding or storing a queued sample fail,
+    the error is raised by the call that meets it, the file takes no more samples and
+    :meth:`close` leaves it without its content index: records of the file are never
+    published with a sample missing.
     """
 
     def __init__(self, directory: pathlib.Path, schema: Schema) -> None:
@@ -215,10 +240,22 @@ class CollectionWriter:
             self.path.unlink()
             raise
         self._chunk = tuple(max(dim, 1) for dim in schema.shape)
+        self._chunk_bytes = math.prod(self._chunk) * schema.dtype.itemsize
         first = self._datasets[0].dataset
         one_chunk = first.chunks == (1, *self._chunk)
         self._encoder = ChunkEncoder.for_dataset(first) if one_chunk else None
         self._encoder_checked = False
+        #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
+        self._queue: collections.deque[tuple[int, np.ndarray, Future[bytes | None]]] = (
+            collections.deque()
+        )
+        self._queued_bytes = 0
+        #: Copies of stored samples (of one shape, never more than were queued at once) to
+        #: copy queued samples into: reusing them spares the page faults of fresh
+        #: allocations, which cost about 10 times the copy.
+        self._spare: list[np.ndarray] = []
+        #: The error that stopped the file (a queued sample that failed), if any.
+        self.failure: BaseException | None = None
 
     def _create_datasets(self) -> list[_SampleIO]:
         schema = self.schema
@@ -241,11 +278,6 @@ class CollectionWriter:
     def full(self) -> bool:
         return self._slots_used >= self.schema.collection_count * self.schema.collection_size
 
-    @property
-    def encodes(self) -> bool:
-        """Whether :meth:`encode` may give the stored bytes of samples of this file."""
-        return self._encoder is not None
-
     def encode(self, array: np.ndarray) -> bytes | None:
         """The stored bytes of the chunk holding ``array`` (padded with zeros to the
         chunk), or ``None`` where HDF5 must write it. Thread-safe; touches no file."""
@@ -258,33 +290,68 @@ class CollectionWriter:
             chunk[tuple(slice(0, n) for n in array.shape)] = array
         return self._encoder.encode(chunk)
 
-    def write(
-        self, array: np.ndarray, encoded: bytes | None = None, *, flush: bool = True
-    ) -> SampleRecord:
+    def write(self, array: np.ndarray, *, flush: bool = True) -> SampleRecord:
         """Store ``array`` (already checked against the schema) in the next free slot.
 
-        ``encoded``: its chunk's stored bytes from :meth:`encode`, if already encoded
-        (else the sample is encoded here when the file takes encoded chunks). With
-        ``flush`` (the default) readers in other processes see the sample once this
-        returns; else once :meth:`flush` is called.
+        With ``flush`` (the default) readers in other processes see the sample once this
+        returns; else once :meth:`flush` is called. Queued samples are stored first.
         """
-        number, index = divmod(self._slots_used, self.schema.collection_size)
-        sample_io = self._datasets[number]
+        self._check_usable()
+        slot = self._slots_used
         if array.size:
-            if self._encoder is None:
-                encoded = None  # (the encoder may have been refused since it encoded)
-            elif not self._encoder_checked:
-                encoded = self._check_encoder(sample_io, index, array)
-            elif encoded is None:
-                encoded = self.encode(array)
-            if encoded is None:
-                sample_io.write(index, array)
-            elif encoded:  # (empty: written already)
-                corner = (index,) + (0,) * len(self._chunk)
-                sample_io.dataset.id.write_direct_chunk(corner, encoded, 0)
+            if self._queue:
+                self._store_queued(everything=True)
+            number, index = divmod(slot, self.schema.collection_size)
+            sample_io = self._datasets[number]
+            if self._encoder is not None and not self._encoder_checked:
+                self._check_encoder(sample_io, index, array)
+            else:
+                self._store(slot, array, self.encode(array))
             if flush:
                 sample_io.dataset.flush()  # SWMR: readers in other processes see it from now on
-        self._slots_used += 1
+        return self._record(slot, array)
+
+    def write_later(self, array: np.ndarray, pool: Executor) -> SampleRecord:
+        """Store ``array`` (already checked against the schema) in the next free slot,
+        its chunk encoded on ``pool`` and stored by a later call.
+
+        ``array`` is copied: the caller may change it once this returns. Samples the
+        file's encoder does not take (the first of the file, those larger than
+        :data:`QUEUE_MAX_CHUNK_BYTES`, any when the file has no encoder) are written
+        now, as by ``write(array)``. Before queueing, every queued sample already
+        encoded is stored (and its dataset flushed); when the queue is full
+        (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`) this waits until its older half is
+        stored.
+
+        Raises the error of a queued sample that failed (see the class documentation);
+        this sample is then not stored.
+        """
+        self._check_usable()
+        if (
+            not array.size
+            or self._encoder is None
+            or not self._encoder_checked
+            or self._chunk_bytes > QUEUE_MAX_CHUNK_BYTES
+        ):
+            return self.write(array)
+        if self._queue:
+            self._store_queued(everything=False, room=array.nbytes)
+        if self._spare and self._spare[-1].shape == array.shape:
+            sample = self._spare.pop()
+        else:
+            sample = np.empty(array.shape, self.schema.dtype)
+        # Copied holding the GIL: numpy lets it go for a copy this large, and taking it
+        # back from the encoding threads takes longer than the copy.
+        sample.data.cast("B")[:] = array.data.cast("B")
+        slot = self._slots_used
+        self._queue.append((slot, sample, pool.submit(self.encode, sample)))
+        self._queued_bytes += sample.nbytes
+        return self._record(slot, array)
+
+    def _record(self, slot: int, array: np.ndarray) -> SampleRecord:
+        """The record of ``array`` in ``slot``, which it now occupies."""
+        number, index = divmod(slot, self.schema.collection_size)
+        self._slots_used = slot + 1
         if self.schema.backend == "01":
             return Record01(
                 uid=self.uid,
@@ -295,10 +362,76 @@ class CollectionWriter:
             )
         return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
 
-    def _check_encoder(self, sample_io: _SampleIO, index: int, array: np.ndarray) -> bytes:
+    def _store(self, slot: int, array: np.ndarray, encoded: bytes | None) -> None:
+        """Write ``array`` into ``slot``: its stored bytes ``encoded``, or through HDF5."""
+        number, index = divmod(slot, self.schema.collection_size)
+        sample_io = self._datasets[number]
+        if encoded is None:
+            sample_io.write(index, array)
+        else:
+            corner = (index,) + (0,) * len(self._chunk)
+            sample_io.dataset.id.write_direct_chunk(corner, encoded, 0)
+
+    def _store_queued(self, *, everything: bool, room: int = 0) -> None:
+        """Store queued samples in order, then flush the datasets written: all of them
+        with ``everything``; else every one already encoded and, when the queue has no
+        room for one more sample of ``room`` bytes, at least the older half (waiting for
+        their encoding: the threads stay half a queue ahead, and this thread wakes once
+        for many samples rather than once per sample).
+
+        A failure stops the file (:attr:`failure`) and is raised; the queue is dropped.
+        """
+        queue = self._queue
+        keep = len(queue)  # store no more than the encoded ones ...
+        if everything:
+            keep = 0
+        elif len(queue) >= QUEUE_SAMPLES or self._queued_bytes + room > QUEUE_BYTES:
+            keep = len(queue) // 2  # ... unless the queue is full
+            wait((queue[len(queue) - keep - 1][2],))
+        written: set[int] = set()
+        size = self.schema.collection_size
+        try:
+            while queue:
+                slot, sample, job = queue[0]
+                if (
+                    len(queue) <= keep
+                    and not job.done()
+                    and self._queued_bytes + room <= QUEUE_BYTES
+                ):
+                    break
+                try:
+                    encoded = job.result()
+                    self._store(slot, sample, encoded)
+                except Exception as err:
+                    self._fail(err)
+                    raise
+                queue.popleft()
+                self._queued_bytes -= sample.nbytes
+                written.add(slot // size)
+                if self._spare and self._spare[-1].shape != sample.shape:
+                    self._spare.clear()
+                self._spare.append(sample)
+        finally:
+            for number in sorted(written):
+                self._datasets[number].dataset.flush()
+
+    def _fail(self, err: BaseException) -> None:
+        self.failure = err
+        for _slot, _sample, job in self._queue:
+            job.cancel()
+        self._queue.clear()
+        self._queued_bytes = 0
+
+    def _check_usable(self) -> None:
+        if self.failure is not None:
+            raise ClosedError(
+                f"Expected a collection file that takes samples. {self.path} stopped when "
+                f"storing a sample failed: {self.failure!r}"
+            )
+
+    def _check_encoder(self, sample_io: _SampleIO, index: int, array: np.ndarray) -> None:
         """Write ``array`` through HDF5 and, if it is encodable, keep the encoder only if
-        it gives the bytes HDF5 stored (else the next encodable sample is checked).
-        Returns ``b""``: the sample is written."""
+        it gives the bytes HDF5 stored (else the next encodable sample is checked)."""
         sample_io.write(index, array)
         encoded = self.encode(array)
         if encoded is not None:
@@ -307,25 +440,41 @@ class CollectionWriter:
             mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
             if mask or bytes(stored) != encoded:
                 self._encoder = None
-        return b""
 
     def flush(self) -> None:
-        """Make every sample written so far visible to readers in other processes."""
+        """Store every queued sample, then make every sample written so far visible to
+        readers in other processes."""
+        self._check_usable()
+        if self._queue:
+            self._store_queued(everything=True)
         for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
             sample_io.dataset.flush()
 
     def read(self, record: SampleRecord) -> np.ndarray:
-        """Read back a sample of this file through the writing handle."""
+        """Read back a sample of this file through the writing handle (a queued sample
+        from its queued copy)."""
+        slot = int(record.dataset) * self.schema.collection_size + record.index
+        for queued_slot, sample, _job in self._queue:
+            if queued_slot == slot:
+                return sample.copy()
         out = np.empty(record.shape, self.schema.dtype)
         if out.size:
             self._datasets[int(record.dataset)].read(record.index, out)
         return out
 
     def close(self) -> None:
-        """Close the file, then write its content index, which marks it complete."""
+        """Store the queued samples, close the file, then write its content index, which
+        marks it complete. A file that stopped (:attr:`failure`) is closed without an
+        index; so is one whose queued samples fail here (the error is raised)."""
         if not self.h5file.id.valid:
             return
-        self.h5file.close()
+        try:
+            if self._queue and self.failure is None:
+                self._store_queued(everything=True)  # raises past the index if interrupted
+        finally:
+            self.h5file.close()
+        if self.failure is not None:
+            return
         path = index_path(self.path.parent, self.uid)
         staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
         staging.write_text("".join(f"{digest} {record}\n" for digest, record in self.entries))
@@ -507,21 +656,37 @@ class CollectionReader:
                 f"chunk of {location[1]} bytes."
             )
 
+    def _check_stored(self, dataset: h5py.Dataset, record: SampleRecord) -> None:
+        """Raise CorruptDataError if the chunk at the origin of the sample is not stored."""
+        corner = (record.index,) + (0,) * (dataset.ndim - 1)
+        if dataset.id.get_chunk_info_by_coord(corner).byte_offset is None:
+            raise CorruptDataError(
+                f"Expected sample {record.index} of dataset {record.dataset!r} in "
+                f"{self.path} to be stored. Its writer has not stored it: it has not "
+                "flushed it yet (SampleWriter.flush) or storing it failed."
+            )
+
     def read_hdf5(self, record: SampleRecord, out: np.ndarray) -> None:
         """Read the sample into ``out`` through HDF5, checking the checksum of a ``01``
         record and the content digest of a ``00`` record of a complete file.
 
         ``out`` is C-contiguous, of the record's shape and the schema's dtype. Call
-        :meth:`check_complete` first.
+        :meth:`check_complete` first. In a live file, a sample whose chunk is not stored
+        (its writer has not flushed it yet, or failed to store it) raises
+        CorruptDataError instead of reading as zeros.
         """
         sample_io = self._dataset(record.dataset)
         self._check_stored_size(record)
         try:
             if self.live:
                 sample_io.dataset.refresh()
+                if out.size:
+                    self._check_stored(sample_io.dataset, record)
             if out.size:
                 sample_io.read(record.index, out)
         except OSError as err:
+            if isinstance(err, CorruptDataError):
+                raise
             raise CorruptDataError(
                 f"Expected to read sample {record.index} of dataset {record.dataset!r} in "
                 f"{self.path}. Got an HDF5 error instead: {err}"

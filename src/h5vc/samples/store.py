@@ -54,8 +54,6 @@ __all__ = ["SampleReader", "SampleStore", "SampleWriter", "content_digest"]
 _MAX_DEFAULT_THREADS = 4
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
 BATCH_WINDOW = 128
-#: :meth:`SampleWriter.write_many` encodes this many samples ahead of the writes.
-WRITE_WINDOW = 64
 
 
 def _load_index(directory: pathlib.Path) -> dict[str, str]:
@@ -145,8 +143,9 @@ class SampleStore:
     def writer(self, *, threads: int | None = None) -> SampleWriter:
         """A new writer session; use it as a context manager.
 
-        ``threads``: encoding threads of :meth:`SampleWriter.write_many` (``None``: one
-        per usable core, at most 4; ``0``: encode in the calling thread).
+        ``threads``: threads that compress samples while the caller goes on (``None``:
+        one per usable core, at most 4; ``0``: compress in the calling thread, every
+        sample stored before ``write`` returns).
         """
         return SampleWriter(self.directory, self.schema, threads=threads)
 
@@ -166,9 +165,20 @@ class SampleStore:
 class SampleWriter:
     """A writer session: samples go into new collection files only.
 
-    ``write(array)`` returns the record string of the stored sample; the sample is readable
-    from other processes as soon as ``write`` returns. Leaving the ``with`` block (or
-    ``close()``) closes the files and publishes their content indexes.
+    ``write(array)`` returns the record string of the stored sample. With encoding
+    threads (``threads`` of :meth:`SampleStore.writer`, by default one per usable core)
+    the sample's chunk is compressed on them while the caller goes on, and stored by a
+    later call: a sample is readable from other processes once :meth:`flush`,
+    :meth:`write_many` or :meth:`close` returns (most of them sooner, a bounded queue
+    behind the calls). With ``threads=0`` every sample is stored and flushed before
+    ``write`` returns. Leaving the ``with`` block (or ``close()``) stores every sample,
+    closes the files and publishes their content indexes.
+
+    Should storing a sample fail after its ``write`` returned, the error is raised by
+    the next call of the writer that stores samples (``write``, ``write_many``,
+    ``flush`` or ``close``), the writer stops taking samples (:class:`ClosedError`) and
+    the file of that sample gets no content index, so it is never published as
+    complete with a sample missing.
     """
 
     def __init__(
@@ -176,12 +186,13 @@ class SampleWriter:
     ) -> None:
         self.directory = directory
         self.schema = schema
-        self.threads = default_threads() + 1 if threads is None else _parse_threads(threads)
+        self.threads = default_encode_threads() if threads is None else _parse_threads(threads)
         self._executor: ThreadPoolExecutor | None = None
         self._index = _load_index(directory)
         self._files: dict[str, CollectionWriter] = {}
         self._current: CollectionWriter | None = None
         self._verifier: SampleReader | None = None
+        self._failure: BaseException | None = None
         self.closed = False
 
     def __enter__(self) -> SampleWriter:
@@ -191,73 +202,73 @@ class SampleWriter:
         self.close()
 
     def write(self, array: np.ndarray) -> str:
-        """Store ``array`` unless an identical sample is stored; return its record string."""
+        """Store ``array`` unless an identical sample is stored; return its record string.
+
+        ``array`` may be changed once this returns (a queued sample is a copy). A sample
+        that does not fit the schema raises :class:`SchemaMismatchError` and nothing is
+        written.
+        """
         self._check_open()
         array = check_sample(array, self.schema)
-        return self._store(array, content_digest(array), None, flush=True)
+        return self._store(array, content_digest(array), flush=True)
 
     def write_many(self, arrays: Iterable[np.ndarray]) -> list[str]:
         """Store several samples; return their record strings, in order.
 
         The same records, deduplication and files as :meth:`write` for each sample in
-        turn, but samples are hashed and their chunks compressed on the writer's threads
-        (``threads`` of :meth:`SampleStore.writer`), a window of :data:`WRITE_WINDOW`
-        samples ahead of the one being written, and written with direct chunk writes
-        where the file takes them (see :class:`~h5vc.samples.backends.CollectionWriter`).
-        Each window is flushed before the next is written, so readers in other processes
-        see every sample once ``write_many`` returns. Every sample is checked against the
-        schema first: a bad one raises :class:`SchemaMismatchError` and none is written.
+        turn, and every sample is readable from other processes once this returns. Every
+        sample is checked against the schema first: a bad one raises
+        :class:`SchemaMismatchError` and none is written.
         """
         self._check_open()
         checked = [check_sample(array, self.schema) for array in arrays]
-        windows = [checked[i : i + WRITE_WINDOW] for i in range(0, len(checked), WRITE_WINDOW)]
-        records: list[str] = []
-        if not windows:
-            return records
-        pool = self._encode_executor() if self.threads else None
-        pending = self._prepare(windows[0], pool)
-        for number, window in enumerate(windows):
-            prepared = [job.result() if hasattr(job, "result") else job for job in pending]
-            if number + 1 < len(windows):
-                pending = self._prepare(windows[number + 1], pool)
-            touched: dict[str, CollectionWriter] = {}
-            for array, (digest, encoded) in zip(window, prepared):
-                records.append(self._store(array, digest, encoded, flush=False))
-                if self._current is not None:
-                    touched[self._current.uid] = self._current
-            for collection in touched.values():
-                collection.flush()
+        records = [self._store(array, content_digest(array), flush=False) for array in checked]
+        self.flush()
         return records
 
-    def _prepare(self, window: list[np.ndarray], pool: ThreadPoolExecutor | None) -> list[Any]:
-        """(content digest, encoded chunk or None) of each sample, as futures on ``pool``
-        (computed here without one)."""
-        collection = self._current
-        encode = collection.encode if collection is not None and collection.encodes else None
-
-        def prepare(array: np.ndarray) -> tuple[str, bytes | None]:
-            return content_digest(array), None if encode is None else encode(array)
-
-        if pool is None:
-            return [prepare(array) for array in window]
-        return [pool.submit(prepare, array) for array in window]
+    def flush(self) -> None:
+        """Store every sample written so far and make it readable from other processes."""
+        self._check_open()
+        if self._current is not None:
+            self._guarded(self._current.flush)
 
     def _check_open(self) -> None:
+        if self._failure is not None:
+            raise ClosedError(
+                f"Expected an open writer for {self.directory}. It stopped when storing a "
+                f"sample failed: {self._failure!r}"
+            )
         if self.closed:
             raise ClosedError(f"Expected an open writer for {self.directory}. It is closed.")
 
-    def _store(self, array: np.ndarray, digest: str, encoded: bytes | None, flush: bool) -> str:
+    def _store(self, array: np.ndarray, digest: str, flush: bool) -> str:
         existing = self._index.get(digest)
         if existing is not None and self._holds(existing, array):
             return existing
-        if self._current is None or self._current.full:
-            self._current = CollectionWriter(self.directory, self.schema)
-            self._files[self._current.uid] = self._current
-            encoded = None  # (encoded for another file)
-        record = self._current.write(array, encoded, flush=flush).encode()
-        self._current.entries.append((digest, record))
+        collection = self._current
+        if collection is None or collection.full:
+            if collection is not None:
+                self._guarded(collection.flush)  # its queue: visible before the next file
+            collection = self._current = CollectionWriter(self.directory, self.schema)
+            self._files[collection.uid] = collection
+        if self.threads:
+            pool = self._executor or self._encode_executor()
+            record = self._guarded(collection.write_later, array, pool).encode()
+        else:
+            record = self._guarded(collection.write, array, flush=flush).encode()
+        collection.entries.append((digest, record))
         self._index[digest] = record
         return record
+
+    def _guarded(self, action: Any, *args: Any, **kwargs: Any) -> Any:
+        """``action(*args, **kwargs)`` on the current collection file; if that stopped
+        the file (a queued sample failed), the writer stops too."""
+        try:
+            return action(*args, **kwargs)
+        except BaseException as err:
+            if self._current is not None and self._current.failure is err:
+                self._failure = err
+            raise
 
     def _encode_executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -282,17 +293,45 @@ class SampleWriter:
         return stored.shape == array.shape and np.array_equal(stored, array)
 
     def close(self) -> None:
-        """Close every file of the session and publish the content indexes."""
+        """Store every sample, close every file of the session and publish the content
+        indexes (not that of a file where storing a sample failed: the first such error
+        is raised, after every file is closed)."""
         if self.closed:
             return
         self.closed = True
-        if self._executor is not None:
-            self._executor.shutdown()
-            self._executor = None
-        if self._verifier is not None:
-            self._verifier.close()
-        for collection in self._files.values():
-            collection.close()
+        error: BaseException | None = None
+        try:
+            for collection in self._files.values():
+                try:
+                    collection.close()
+                except BaseException as err:
+                    if collection.failure is err:
+                        self._failure = err
+                    error = error or err
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown()
+                self._executor = None
+            if self._verifier is not None:
+                self._verifier.close()
+        if error is not None:
+            raise error
+
+
+def default_encode_threads() -> int:
+    """Encoding threads a writer starts by default: one per usable core, at most 4.
+
+    One thread on a single core too: handing the encoding to it lets the writer store and
+    flush samples in batches, which costs less than doing it sample by sample.
+    """
+    return min(_MAX_DEFAULT_THREADS, _usable_cores())
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def default_threads() -> int:
@@ -300,11 +339,7 @@ def default_threads() -> int:
 
     One fewer than the usable cores (at most 4): the calling thread decodes as well.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(0, min(_MAX_DEFAULT_THREADS, cores - 1))
+    return max(0, min(_MAX_DEFAULT_THREADS, _usable_cores() - 1))
 
 
 def _parse_threads(threads: Any) -> int:
