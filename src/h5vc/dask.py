@@ -30,6 +30,7 @@ from h5vc.blockwrite import block_chunks, check_fits, create_dataset, is_dask_ar
 from h5vc.errors import DatasetNotFoundError, MissingDependencyError, VersionNotFoundError
 from h5vc.filecache import OpenFile, clear, file_stamp, forget, open_file
 from h5vc.remote import is_url
+from h5vc.store.codecs import serial
 from h5vc.wrappers import CommittedDataset
 
 if TYPE_CHECKING:
@@ -153,7 +154,11 @@ class VersionArray:
         return len(self.shape)
 
     def __getitem__(self, index: Any) -> Any:
-        return committed_dataset(self.source)[index]
+        # Read in this thread alone: a Dask task is one of several running side by
+        # side (one per worker thread), and a pool of readers per task would only
+        # compete with the others for the same cores.
+        with serial():
+            return committed_dataset(self.source)[index]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         data = np.asarray(self[...])
