@@ -9,7 +9,10 @@ schedulers all work.
 
 Dask blocks are whole multiples of the stored chunks, each block about
 :data:`DEFAULT_BLOCK_BYTES` (64 MiB) or smaller, so that a block never reads part
-of a chunk and a task does enough work to be worth scheduling.
+of a chunk and a task does enough work to be worth scheduling. A task reads (and
+decodes) its block in its own thread, without h5vc's pool of readers: Dask already
+runs one task per worker thread, so the scheduler's thread count (``num_workers``,
+a worker's ``nthreads``) is what a computation uses.
 
 Writing: ``create_dataset(name, data=dask_array)`` and ``staged[...] = dask_array``
 in a staged version go through :func:`store` (from :mod:`h5vc.blockwrite`), block by
