@@ -3,8 +3,10 @@
 Dask: a 1-d float64 array of 1 GiB (``--quick``: 128 MiB) is committed as version v1 and
 edited in v2; the sum of v2 with ``h5vc.dask.from_version`` (default blocks: whole stored
 chunks, about 64 MiB each) is timed with Dask's threaded scheduler on 1 and 2 threads, and
-on a ``dask.distributed`` LocalCluster of one worker process and of two (one thread each),
-five runs each after an untimed one (worker start-up and file opening are not timed):
+on a ``dask.distributed`` LocalCluster of one worker process and of two (one thread each;
+both clusters run side by side and their runs alternate, so that the machine's load weighs
+on both alike), five runs each after an untimed one (worker start-up and file opening are
+not timed):
 best, median and worst wall time, the CPU time of the best run, and the ratios 2 over 1.
 As a control, the same clusters sum as many random numbers generated in the workers (CPU
 only, no I/O): its ratio shows how much of a second core was free during the run; and
@@ -173,32 +175,47 @@ def dask_sums(path: pathlib.Path, expected: float) -> Metrics:
         if not np.isclose(total, expected, rtol=1e-9):
             raise AssertionError(f"dask sum with {threads} threads: {total} != {expected}")
         _spread(metrics, f"dask_sum_{threads}_threads", walls, cpus)
-    for workers in (1, 2):
-        with (
-            distributed.LocalCluster(
-                n_workers=workers,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-                worker_dashboard_address=None,
-            ) as cluster,
-            distributed.Client(cluster) as client,
-        ):
+    # Both clusters run side by side and their runs alternate, so that a change in the
+    # machine's load during the measurement weighs on both alike.
+    options: dict[str, Any] = {
+        "threads_per_worker": 1,
+        "processes": True,
+        "dashboard_address": ":0",
+        "worker_dashboard_address": None,
+    }
+    with (
+        distributed.LocalCluster(n_workers=1, **options) as cluster_1,
+        distributed.LocalCluster(n_workers=2, **options) as cluster_2,
+        distributed.Client(cluster_1) as client_1,
+        distributed.Client(cluster_2) as client_2,
+    ):
+        clients = {1: client_1, 2: client_2}
 
-            def worker_cpu() -> float:
-                return float(sum(client.run(_cpu_seconds).values()))
+        def worker_cpu(client: Any) -> float:
+            return float(sum(client.run(_cpu_seconds).values()))
 
-            jobs = {
-                "dask": lambda: client.compute(array.sum()).result(),
-                "control": lambda: client.compute(control.sum()).result(),
-                "raw": lambda: client.compute(raw_sums(path, array.npartitions)).result(),
-            }
-            for kind, job in jobs.items():
-                job()
-                walls, cpus, total = _measure(job, worker_cpu)
+        jobs = {
+            "dask": lambda client: client.compute(array.sum()).result(),
+            "control": lambda client: client.compute(control.sum()).result(),
+            "raw": lambda client: client.compute(raw_sums(path, array.npartitions)).result(),
+        }
+        for kind, job in jobs.items():
+            for client in clients.values():
+                job(client)
+            runs: dict[int, tuple[list[float], list[float]]] = {w: ([], []) for w in clients}
+            for _ in range(DASK_REPEATS):
+                for workers, client in clients.items():
+                    before = worker_cpu(client)
+                    start = time.perf_counter()
+                    total = job(client)
+                    runs[workers][0].append(time.perf_counter() - start)
+                    runs[workers][1].append(worker_cpu(client) - before)
+                    if kind == "dask" and not np.isclose(total, expected, rtol=1e-9):
+                        raise AssertionError(
+                            f"dask sum with {workers} workers: {total} != {expected}"
+                        )
+            for workers, (walls, cpus) in runs.items():
                 _spread(metrics, f"{kind}_sum_{workers}_workers", walls, cpus)
-                if kind == "dask" and not np.isclose(total, expected, rtol=1e-9):
-                    raise AssertionError(f"dask sum with {workers} workers: {total} != {expected}")
     for kind, unit in (
         ("dask", "threads"),
         ("dask", "workers"),

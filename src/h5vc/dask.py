@@ -9,7 +9,10 @@ schedulers all work.
 
 Dask blocks are whole multiples of the stored chunks, each block about
 :data:`DEFAULT_BLOCK_BYTES` (64 MiB) or smaller, so that a block never reads part
-of a chunk and a task does enough work to be worth scheduling.
+of a chunk and a task does enough work to be worth scheduling. A task reads (and
+decodes) its block in its own thread, without h5vc's pool of readers: Dask already
+runs one task per worker thread, so the scheduler's thread count (``num_workers``,
+a worker's ``nthreads``) is what a computation uses.
 
 Writing: ``create_dataset(name, data=dask_array)`` and ``staged[...] = dask_array``
 in a staged version go through :func:`store` (from :mod:`h5vc.blockwrite`), block by
@@ -30,6 +33,7 @@ from h5vc.blockwrite import block_chunks, check_fits, create_dataset, is_dask_ar
 from h5vc.errors import DatasetNotFoundError, MissingDependencyError, VersionNotFoundError
 from h5vc.filecache import OpenFile, clear, file_stamp, forget, open_file
 from h5vc.remote import is_url
+from h5vc.store.codecs import serial
 from h5vc.wrappers import CommittedDataset
 
 if TYPE_CHECKING:
@@ -153,7 +157,11 @@ class VersionArray:
         return len(self.shape)
 
     def __getitem__(self, index: Any) -> Any:
-        return committed_dataset(self.source)[index]
+        # Read in this thread alone: a Dask task is one of several running side by
+        # side (one per worker thread), and a pool of readers per task would only
+        # compete with the others for the same cores.
+        with serial():
+            return committed_dataset(self.source)[index]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         data = np.asarray(self[...])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pathlib
 import pickle
+import threading
 
 import dask
 import dask.array as da
@@ -225,3 +226,42 @@ def test_cached_files_are_read_with_positioned_reads(versioned: pathlib.Path) ->
     file = opened.file
     hd.close_files()
     assert stream_descriptor(file) is None
+
+
+def test_tasks_read_in_their_own_thread(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outside a task, reads are shared out over h5vc's pool; a Dask task reads alone in
+    its thread (Dask already runs one task per core)."""
+    from h5vc.store import codecs
+
+    path = tmp_path / "big.h5"
+    values = np.arange(400_000, dtype=np.float64)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=values, chunks=(10_000,))
+        with vf.stage_version("v2") as g:
+            g["x"][200_000:200_010] = -1.0  # v2's chunks: two runs apart in the file
+    values[200_000:200_010] = -1.0
+    monkeypatch.setattr(codecs, "workers", lambda: 2)  # a pool even on one core
+    pread = os.preadv
+    readers: list[str] = []
+
+    def spy(fd: int, buffers: list[memoryview], offset: int) -> int:
+        readers.append(threading.current_thread().name)
+        return pread(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", spy)
+    source = hd.Source(str(path), "v2", "x")
+    np.testing.assert_array_equal(hd.committed_dataset(source)[:], values)
+    assert any(name.startswith("h5vc-codec") for name in readers)  # the pool was used
+
+    readers.clear()
+    array = hd.VersionArray(source, values.shape, values.dtype, (10_000,))
+    np.testing.assert_array_equal(array[:], values)
+    assert set(readers) == {threading.current_thread().name}
+
+    readers.clear()
+    got = hd.from_version(path, "v2", "x", chunks=100_000)
+    np.testing.assert_array_equal(got.compute(scheduler="threads"), values)
+    assert readers and not any(name.startswith("h5vc-codec") for name in readers)

@@ -12,6 +12,7 @@ Fletcher-32, ...) has no pipeline here and stays with HDF5.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -29,7 +30,15 @@ try:  # zlib-ng: the same deflate streams and levels as zlib, 1.4x faster each w
 except ImportError:  # pragma: no cover - zlib-ng is a dependency
     _deflate = zlib
 
-__all__ = ["Pipeline", "as_bytes", "parallel_groups", "parallel_map", "pipeline_of", "workers"]
+__all__ = [
+    "Pipeline",
+    "as_bytes",
+    "parallel_groups",
+    "parallel_map",
+    "pipeline_of",
+    "serial",
+    "workers",
+]
 
 #: Items are handed to the pool in this many groups per worker (see parallel_groups).
 GROUPS_PER_WORKER = 4
@@ -47,6 +56,7 @@ _R = TypeVar("_R")
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+_serial = threading.local()
 
 
 def workers() -> int:
@@ -57,12 +67,31 @@ def workers() -> int:
         return os.cpu_count() or 1
 
 
+@contextlib.contextmanager
+def serial() -> Iterator[None]:
+    """Inside the block, :func:`parallel_map` and :func:`parallel_groups` called from
+    this thread work in this thread, with no pool: for callers that are already one of
+    several running side by side (a Dask task), which the pool would only compete with."""
+    before = getattr(_serial, "on", False)
+    _serial.on = True
+    try:
+        yield
+    finally:
+        _serial.on = before
+
+
+def _pooled(count: int) -> bool:
+    """Whether ``count`` items go to the pool (else: this thread, in order)."""
+    return count >= 2 and workers() >= 2 and not getattr(_serial, "on", False)
+
+
 def parallel_map(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[_R]:
     """``map(function, items)`` on a thread pool of :func:`workers` threads, results in
-    order; on one core (or for one item) in this thread, with no pool at all."""
+    order; on one core, for one item or inside :func:`serial`, in this thread with no
+    pool at all."""
     global _pool
     items = list(items)
-    if workers() < 2 or len(items) < 2:
+    if not _pooled(len(items)):
         return map(function, items)
     if _pool is None:
         with _pool_lock:
@@ -77,9 +106,9 @@ def parallel_groups(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterat
     wake-up: tens of microseconds on a busy machine) is paid per group, not per chunk.
     Every task is queued at once; results in order."""
     items = list(items)
-    n = workers()
-    if n < 2 or len(items) < 2:
+    if not _pooled(len(items)):
         return map(function, items)
+    n = workers()
     size = -(-len(items) // (GROUPS_PER_WORKER * n))
     groups = [items[i : i + size] for i in range(0, len(items), size)]
     done = parallel_map(lambda group: [function(item) for item in group], groups)
