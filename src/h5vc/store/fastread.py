@@ -40,10 +40,11 @@ __all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget
 BUFFER_BYTES = 8 << 20
 
 #: Uncompressed bytes are read in pieces of at most this size into a buffer of the
-#: reading thread, then copied into place. A read into a buffer that stays in the CPU's
-#: cache plus a copy beats one large read straight into the result: 80 MB from the page
-#: cache took 17 ms in 64-256 KiB pieces on two threads, 27-38 ms read straight into it.
-PIECE_BYTES = 256 << 10
+#: reading thread (kept from read to read, so its pages are mapped once), then copied
+#: into place; the pieces are shared out between threads in the order of their place
+#: in the result. Full reads of 80 MB took the same time with 1, 4 or 16 MiB pieces;
+#: 256 KiB and smaller pieces pay for their count in Python overhead.
+PIECE_BYTES = 1 << 20
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
