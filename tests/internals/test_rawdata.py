@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 import h5py
 import numpy as np
 import pytest
 
 from h5vc.errors import MetadataMismatchError
-from h5vc.hashing import chunk_hash, hash_in_batches
+from h5vc.hashing import chunk_hash, hash_in_batches, prefetch
 from h5vc.store.layout import ATTR_LARGEST_INDEX
 from h5vc.store.rawdata import RawDataStore
 
@@ -69,6 +71,27 @@ def test_parallel_hashing_gives_the_serial_digests() -> None:
     assert [len(batch) for batch, _ in batches] == [3, 3, 3, 1]
     digests = [digest for _, batch_digests in batches for digest in batch_digests]
     assert digests == [chunk_hash(c) for c in chunks]
+
+
+@pytest.mark.parametrize("ahead", [1, 2, 3])
+def test_prefetch_keeps_order_and_at_most_ahead_items_in_flight(ahead: int) -> None:
+    """Later items may finish first; results still come in order, and no more than
+    ``ahead`` items beyond the one the caller holds are ever started."""
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            started.append(i)
+        time.sleep(0.002 * (5 - i % 5))  # the later of a group finish first
+        return i * i
+
+    seen = []
+    for k, result in enumerate(prefetch(work, range(12), ahead)):
+        with lock:
+            assert len(started) <= min(12, k + 1 + ahead)
+        seen.append(result)
+    assert seen == [i * i for i in range(12)]
 
 
 @pytest.mark.parametrize("order", ["in order", "reversed", "with a gap"])

@@ -25,7 +25,14 @@ from h5vc.errors import (
     MetadataMismatchError,
     UnsupportedDtypeError,
 )
-from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
+from h5vc.hashing import (
+    HASH_BATCH_BYTES,
+    ahead,
+    chunk_hash,
+    fill_chunk_hash,
+    hash_in_batches,
+    prefetch,
+)
 from h5vc.store import codecs, fastread
 from h5vc.store.damage import damaged, slot_count
 from h5vc.store.header import check_dataset_header, trust_dataset_header
@@ -353,8 +360,8 @@ class RawDataStore:
         does; return the slots as an array shaped like the chunk grid.
 
         The chunks are taken from ``values`` batch by batch, down one chunk column
-        (axis 0) after the other, the next batch gathered and hashed on another thread
-        while the current one is written.  A C-contiguous array whose chunks span
+        (axis 0) after the other, the next batches gathered and hashed on other threads
+        (one per core) while the current one is written.  A C-contiguous array whose chunks span
         whole rows (any 1-d array) is written without copying; otherwise each batch
         is copied once into a buffer of at most :data:`~h5vc.hashing.HASH_BATCH_BYTES`.
         """
@@ -367,7 +374,7 @@ class RawDataStore:
         jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
         try:
             for blocks, batch, stacked, digests in prefetch(
-                lambda blocks: _gather(values, chunks, fill, blocks), jobs
+                lambda blocks: _gather(values, chunks, fill, blocks), jobs, ahead()
             ):
                 placed = np.empty(len(batch), dtype=np.int64)
                 writer.place(batch, digests, stacked, placed)
