@@ -12,24 +12,17 @@ import h5py
 import numpy as np
 import pytest
 import xxhash
+from sample_images import SHAPE, smooth
 
 from h5vc.samples import SampleStore, decode_record
 from h5vc.samples import chunks as sample_chunks
-
-SHAPE = (128, 136)  # more than 16 KiB: backend 00 keeps one sample a chunk
 
 
 def samples(count: int, seed: int) -> list[np.ndarray]:
     """Compressible samples (gradients with a little noise), one incompressible, one of
     zeros and repeats."""
-    rng = np.random.default_rng(seed)
-    rows, cols = np.indices(SHAPE)
-    out = []
-    for _ in range(count):
-        image = rng.integers(0, 100) + rows * rng.integers(0, 3) + cols // rng.integers(1, 4)
-        noise = rng.random(SHAPE) < 0.05
-        image = np.where(noise, image + rng.integers(0, 20, SHAPE), image)
-        out.append(np.ascontiguousarray(np.clip(image, 0, 255).astype(np.uint8)))
+    rng = np.random.default_rng(seed + 1_000)
+    out = smooth(count, seed)
     out[3] = rng.integers(0, 256, SHAPE, dtype=np.uint8)  # does not compress
     out[5] = np.zeros(SHAPE, np.uint8)
     out[7] = out[2].copy()  # a repeat: stored once

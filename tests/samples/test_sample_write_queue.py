@@ -11,6 +11,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from sample_images import SHAPE, smooth
 
 from h5vc.errors import ClosedError, CorruptDataError, InvalidOptionError, SchemaMismatchError
 from h5vc.samples import SampleStore, decode_record
@@ -18,21 +19,7 @@ from h5vc.samples import backends as sample_backends
 from h5vc.samples import chunks as sample_chunks
 from h5vc.samples import store as sample_store
 
-SHAPE = (128, 136)  # more than 16 KiB: backend 00 keeps one sample a chunk
 LZ4HC = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
-
-
-def smooth(count: int, seed: int) -> list[np.ndarray]:
-    """Compressible samples: gradients with a little noise."""
-    rng = np.random.default_rng(seed)
-    rows, cols = np.indices(SHAPE)
-    out = []
-    for _ in range(count):
-        image = rng.integers(0, 100) + rows * rng.integers(0, 3) + cols // rng.integers(1, 4)
-        noise = rng.random(SHAPE) < 0.05
-        image = np.where(noise, image + rng.integers(0, 20, SHAPE), image)
-        out.append(np.ascontiguousarray(np.clip(image, 0, 255).astype(np.uint8)))
-    return out
 
 
 def make_store(path: pathlib.Path, backend: str = "01", **options: Any) -> SampleStore:
