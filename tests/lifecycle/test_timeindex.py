@@ -67,3 +67,40 @@ def test_delete_versions_keeps_the_index_in_step(tmp_path: Path) -> None:
         delete_versions(vf, ["v1", "v2"])
         assert timeindex.lookup(version_data, at(2.5)) == "v0"
         assert [name for _, name in timeindex.read_index(version_data)] == ["v0", "v3"]
+
+
+def test_appends_store_what_a_rewrite_stores(tmp_path: Path) -> None:
+    """Entries appended one by one (the commit path) read back, through plain h5py,
+    exactly as the same entries written at once: UTF-8 names and log rows included,
+    and a tie of timestamps is ordered by name."""
+    entries = [
+        (at(1), "v1", {"parents": [], "message": "first"}),
+        (at(2), "vé", {"parents": ["v1"], "message": "ünïcode"}),
+        (at(2), "vz", {"parents": ["vé"], "message": None}),  # a tie: "vz" < "vé"
+        (at(3), "v3", {"parents": ["vz"], "message": "x" * 300}),
+    ]
+    contents = []
+    for mode in ("append", "rewrite"):
+        with h5py.File(tmp_path / f"{mode}.h5", "w") as f:
+            version_data = f.create_group("_version_data")
+            if mode == "append":
+                first = entries[0]
+                timeindex.write_index(version_data, [first[:2]], {first[1]: first[2]})
+                for ts, name, log in entries[1:]:
+                    timeindex.append_entry(version_data, ts, name, log)
+            else:
+                timeindex.write_index(
+                    version_data, [e[:2] for e in entries], {e[1]: e[2] for e in entries}
+                )
+        with h5py.File(tmp_path / f"{mode}.h5", "r") as f:
+            group = f[timeindex.INDEX_NAME]
+            assert group["names"].id.get_type().get_cset() == h5py.h5t.CSET_UTF8
+            contents.append(
+                (
+                    group["timestamps"][()].tolist(),
+                    group["names"].asstr()[()].tolist(),
+                    group["log"].asstr()[()].tolist(),
+                )
+            )
+    assert contents[0] == contents[1]
+    assert contents[0][1] == ["v1", "vz", "vé", "v3"]
