@@ -14,22 +14,21 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["ahead", "chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
+__all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Bytes per batch of :func:`hash_in_batches`: smaller writes are hashed inline;
-#: larger ones hash the next batches on background threads, one per core (hashlib
-#: releases the GIL while hashing: SHA-256 runs at about 1.4 GB/s a core here) while
-#: the caller writes the current one.
+#: larger ones hash the next batches on background threads (hashlib releases the GIL
+#: while hashing: SHA-256 runs at about 1.4 GB/s a core here) while the caller writes
+#: the current one.
 HASH_BATCH_BYTES = 8 * 1024 * 1024
 _POOL: ThreadPoolExecutor | None = None
 
@@ -60,18 +59,12 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
     return [chunk_hash(chunk) for chunk in chunks]
 
 
-def _cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="h5vc-hash")
+        # Each caller keeps at most ``ahead`` items in flight, so the default size of the
+        # pool (a few threads more than cores, started as needed) never limits it.
+        _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")
     return _POOL
 
 
@@ -92,15 +85,11 @@ def prefetch(func: Callable[[T], R], items: Iterable[T], ahead: int = 1) -> Iter
         yield pending.popleft().result()
 
 
-def ahead() -> int:
-    """How many batches to hash ahead of the writer: one per core."""
-    return _cores()
-
-
 def hash_in_batches(
-    chunks: Sequence[np.ndarray], batch_bytes: int = HASH_BATCH_BYTES
+    chunks: Sequence[np.ndarray], batch_bytes: int = HASH_BATCH_BYTES, ahead: int = 1
 ) -> Iterator[tuple[Sequence[np.ndarray], list[bytes]]]:
-    """Yield ``(batch, digests)``; the next batch is hashed while the caller works."""
+    """Yield ``(batch, digests)``; the next ``ahead`` batches are hashed while the
+    caller works."""
     if not chunks:
         return
     per_chunk = max(1, chunks[0].nbytes)
@@ -109,7 +98,7 @@ def hash_in_batches(
         yield chunks, _hash_all(chunks)
         return
     batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
-    yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches, ahead())
+    yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches, ahead)
 
 
 def fill_chunk_hash(shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any) -> bytes:

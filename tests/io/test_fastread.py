@@ -246,7 +246,9 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
     monkeypatch.setattr(fastread, "PIECE_BYTES", buffer_bytes)
     monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", buffer_bytes)
     monkeypatch.setattr(
-        rawdata, "hash_in_batches", lambda chunks: hash_in_batches(chunks, buffer_bytes)
+        rawdata,
+        "hash_in_batches",
+        lambda chunks, ahead=1: hash_in_batches(chunks, buffer_bytes, ahead),
     )
     path = tmp_path_factory.mktemp("io") / "f.h5"
     rng = np.random.default_rng(case["seed"])

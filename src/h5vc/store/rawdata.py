@@ -25,14 +25,7 @@ from h5vc.errors import (
     MetadataMismatchError,
     UnsupportedDtypeError,
 )
-from h5vc.hashing import (
-    HASH_BATCH_BYTES,
-    ahead,
-    chunk_hash,
-    fill_chunk_hash,
-    hash_in_batches,
-    prefetch,
-)
+from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.store import codecs, fastread
 from h5vc.store.damage import damaged, slot_count
 from h5vc.store.header import check_dataset_header, trust_dataset_header
@@ -347,7 +340,7 @@ class RawDataStore:
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
         try:
-            for batch, digests in hash_in_batches(chunks):
+            for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
                 offset += len(batch)
             writer.finish()
@@ -374,7 +367,7 @@ class RawDataStore:
         jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
         try:
             for blocks, batch, stacked, digests in prefetch(
-                lambda blocks: _gather(values, chunks, fill, blocks), jobs, ahead()
+                lambda blocks: _gather(values, chunks, fill, blocks), jobs, codecs.workers()
             ):
                 placed = np.empty(len(batch), dtype=np.int64)
                 writer.place(batch, digests, stacked, placed)
