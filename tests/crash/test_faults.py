@@ -24,6 +24,28 @@ Operation = Callable[[h5vc.VersionedHDF5File], None]
 EVERY = int(os.environ.get("H5VC_FAULT_EVERY", "4"))
 
 
+class _FailAt:
+    """A journal fault hook: counts the writes and fails the ``failing``-th one (ENOSPC
+    for odd positions, EIO for even ones)."""
+
+    def __init__(self, failing: int):
+        self.failing = failing
+        self.count = 0
+
+    def __call__(self, kind: str) -> None:
+        self.count += 1
+        if self.count == self.failing:
+            code = errno.ENOSPC if self.failing % 2 else errno.EIO
+            raise OSError(code, os.strerror(code))
+
+
+def _fail_at(monkeypatch: pytest.MonkeyPatch, failing: int) -> _FailAt:
+    """Files opened from now on fail their ``failing``-th write."""
+    fault = _FailAt(failing)
+    monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=fault))
+    return fault
+
+
 def _build(path: Path) -> dict[str, dict[str, np.ndarray]]:
     rng = np.random.default_rng(3)
     model: dict[str, dict[str, np.ndarray]] = {}
@@ -72,34 +94,25 @@ def test_a_failing_write_anywhere_loses_nothing(
     while True:
         failing += EVERY
         shutil.copy(original, path)
-        count = 0
-
-        def fault(kind: str, failing: int = failing) -> None:
-            nonlocal count
-            count += 1
-            if count == failing:
-                code = errno.ENOSPC if failing % 2 else errno.EIO
-                raise OSError(code, os.strerror(code))
-
-        monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=fault))
+        fault = _fail_at(monkeypatch, failing)
         succeeded = False
         with contextlib.suppress(OSError), h5vc.open(str(path), "r+") as vf:
             try:
                 OPERATIONS[operation](vf)
             except OSError:
-                assert count >= failing
+                assert fault.count >= failing
                 _check(vf, model)  # the operation is undone, in the same handle
                 _commit(vf)  # and the next one succeeds
                 assert vf["new"]["x"][5995] == -5
             else:
                 succeeded = True
-            writes = count
+            writes = fault.count
         # A write failing as the file is closed (HDF5's last flush) raises, and the
         # file stays at the commit point before it.
         monkeypatch.undo()
         if succeeded:
             assert writes < failing, "an operation whose write failed must raise"
-            if count < failing:
+            if fault.count < failing:
                 break
             continue
         with h5vc.open(str(path)) as vf:
@@ -133,20 +146,11 @@ def test_repack_whose_write_fails_anywhere_leaves_no_target(
     failing = 0
     while True:
         failing += max(1, EVERY // 2)
-        count = 0
-
-        def fault(kind: str, failing: int = failing) -> None:
-            nonlocal count
-            count += 1
-            if count == failing:
-                code = errno.ENOSPC if failing % 2 else errno.EIO
-                raise OSError(code, os.strerror(code))
-
-        monkeypatch.setattr(files, "JournaledFile", functools.partial(JournaledFile, fault=fault))
+        fault = _fail_at(monkeypatch, failing)
         try:
             h5vc.repack(source, target)
         except OSError:
-            assert count >= failing
+            assert fault.count >= failing
             assert not target.exists()
             assert sorted(p.name for p in tmp_path.iterdir()) == ["source.h5"]
             assert _file_bytes(source) == before
@@ -154,7 +158,7 @@ def test_repack_whose_write_fails_anywhere_leaves_no_target(
             h5vc.repack(source, target)  # the repeated call succeeds
         else:
             monkeypatch.undo()
-            assert count < failing, "a repack whose write failed must raise"
+            assert fault.count < failing, "a repack whose write failed must raise"
             break
         finally:
             monkeypatch.undo()
