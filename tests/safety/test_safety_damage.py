@@ -8,25 +8,10 @@ import shutil
 import h5py
 import numpy as np
 import pytest
+from flipscan import make, read_all_and_commit
 
 import h5vc
 from h5vc.errors import CorruptDataError
-
-
-def _make(path: str) -> None:
-    with h5vc.open(path, "w") as vf:
-        with vf.stage_version("v1") as g:
-            g.create_dataset("x", data=np.arange(1000.0), chunks=(100,))
-        with vf.stage_version("v2") as g:
-            g["x"][5] = -1.0
-
-
-def _read_all_and_commit(path: str) -> None:
-    with h5vc.open(path, "r") as vf:
-        for version in vf.versions:
-            vf[version]["x"][:]
-    with h5vc.open(path, "r+") as vf, vf.stage_version("v3") as g:
-        g["x"][0] = 3.0
 
 
 def _flip(path: str, damaged: str, obj: str, offset: int) -> None:
@@ -41,22 +26,22 @@ def _flip(path: str, damaged: str, obj: str, offset: int) -> None:
 
 @pytest.mark.parametrize("fraction", [0.3, 0.9, 0.99])
 def test_truncated_file(path: str, tmp_path, fraction: float) -> None:
-    _make(path)
+    make(path)
     damaged = str(tmp_path / "truncated.h5")
     shutil.copy(path, damaged)
     with open(damaged, "r+b") as file:
         file.truncate(int(os.path.getsize(path) * fraction))
     with pytest.raises(CorruptDataError, match=r"truncated\.h5"):
-        _read_all_and_commit(damaged)
+        read_all_and_commit(damaged)
 
 
 @pytest.mark.parametrize("name", ["raw_data", "hash_table"])
 def test_missing_store_dataset(path: str, name: str) -> None:
-    _make(path)
+    make(path)
     with h5py.File(path, "r+") as f:
         del f[f"_version_data/x/{name}"]
     with pytest.raises(CorruptDataError, match=f"/_version_data/x/{name}"):
-        _read_all_and_commit(path)
+        read_all_and_commit(path)
 
 
 @pytest.mark.parametrize(
@@ -87,19 +72,19 @@ def test_missing_store_dataset(path: str, name: str) -> None:
     ],
 )
 def test_flipped_metadata_byte(path: str, tmp_path, obj: str, offset: int, named: str) -> None:
-    _make(path)
+    make(path)
     damaged = str(tmp_path / "flipped.h5")
     _flip(path, damaged, obj, offset)
     with pytest.raises(CorruptDataError, match=named):
-        _read_all_and_commit(damaged)
+        read_all_and_commit(damaged)
 
 
 def test_error_is_an_oserror(path: str) -> None:
-    _make(path)
+    make(path)
     with h5py.File(path, "r+") as f:
         del f["_version_data/x/raw_data"]
     with pytest.raises(OSError):
-        _read_all_and_commit(path)
+        read_all_and_commit(path)
 
 
 def test_damaged_compressed_chunk(path: str) -> None:
