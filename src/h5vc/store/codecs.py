@@ -4,10 +4,11 @@ A :class:`Pipeline` encodes and decodes one chunk exactly as HDF5's filters
 (shuffle, gzip, Blosc and Zstandard from hdf5plugin) store it, so chunks written
 with ``write_direct_chunk`` read back through HDF5 (h5py, h5dump, any other tool)
 and chunks read raw decode to the bytes HDF5 would return.  Deflate runs on zlib-ng
-(valid zlib streams at the levels zlib has: HDF5 reads them; the stored bytes may differ
-from zlib's by a little).  zlib-ng, Blosc and Zstandard release the GIL while they work, so chunks are encoded and decoded on a
-thread pool of one worker per core.  Any other filter (lzf, szip, scale-offset,
-Fletcher-32, ...) has no pipeline here and stays with HDF5.
+(valid zlib streams at the levels zlib has: HDF5 reads them; the stored bytes may
+differ from zlib's by a little).  zlib-ng, Blosc and Zstandard release the GIL while
+they work, so chunks are encoded and decoded on a thread pool of one worker per core.
+Any other filter (lzf, szip, scale-offset, Fletcher-32, ...) has no pipeline here and
+stays with HDF5.
 """
 
 from __future__ import annotations

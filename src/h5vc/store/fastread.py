@@ -24,6 +24,7 @@ import math
 import os
 import threading
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import h5py
@@ -81,20 +82,16 @@ class ChunkTable:
         self.masks = np.zeros(n_slots, dtype=np.int64)
         found: list[Any] = []
         dataset_id.chunk_iter(found.append)  # no Python frame per chunk
-        if not found:
-            return
-        slots = np.fromiter((info.chunk_offset[0] for info in found), np.int64, len(found))
-        slots //= c0
+        slots = np.fromiter((info.chunk_offset[0] for info in found), np.int64, len(found)) // c0
         keep = slots < n_slots
-        self.offsets[slots[keep]] = np.fromiter(
-            (info.byte_offset for info in found), np.int64, len(found)
-        )[keep]
-        self.sizes[slots[keep]] = np.fromiter((info.size for info in found), np.int64, len(found))[
-            keep
-        ]
-        self.masks[slots[keep]] = np.fromiter(
-            (info.filter_mask for info in found), np.int64, len(found)
-        )[keep]
+
+        def column(values: Iterator[int]) -> np.ndarray:
+            return np.fromiter(values, np.int64, len(found))[keep]
+
+        slots = slots[keep]
+        self.offsets[slots] = column(info.byte_offset for info in found)
+        self.sizes[slots] = column(info.size for info in found)
+        self.masks[slots] = column(info.filter_mask for info in found)
 
     def extend(self, dataset_id: Any, n_slots: int, c0: int) -> None:
         """Look up the slots from the current end to ``n_slots`` one by one."""
@@ -229,7 +226,7 @@ class FastReader:
         if self.pipeline is None:
             # Pieces of at most PIECE_BYTES, in the order of their place in the result:
             # each thread fills its own stretch of it.
-            pieces = _split(tasks, max(1, PIECE_BYTES // max(1, self.row_bytes)))
+            pieces = _split(tasks, max(1, PIECE_BYTES // self.row_bytes))
             pieces.sort(key=lambda task: task.dst)
 
             def read_plain(task: _Task) -> None:
@@ -285,15 +282,8 @@ class FastReader:
         start = int(table.offsets[task.slot]) + task.rows[0] * self.row_bytes
         _pread_into(self.fd, as_bytes(buffer), start)
         rows = buffer.view(self.dtype).reshape(n, *self.chunks[1:])
-        target = destination[task.destination_box()]
-        if task.count[1:] == list(self.chunks[1:]):
-            target[...] = rows
-        else:
-            rest = (
-                slice(None),
-                *(slice(s, s + k) for s, k in zip(task.src_rest, task.count[1:])),
-            )
-            target[...] = rows[rest]
+        rest = (slice(None), *(slice(s, s + k) for s, k in zip(task.src_rest, task.count[1:])))
+        destination[task.destination_box()] = rows[rest]
 
     def _read_compressed(
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
