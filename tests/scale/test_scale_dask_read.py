@@ -233,7 +233,7 @@ def test_tasks_read_in_their_own_thread(
 ) -> None:
     """Outside a task, reads are shared out over h5vc's pool; a Dask task reads alone in
     its thread (Dask already runs one task per core)."""
-    from h5vc.store import codecs
+    from h5vc.store import codecs, scatter
 
     path = tmp_path / "big.h5"
     values = np.arange(400_000, dtype=np.float64)
@@ -252,6 +252,14 @@ def test_tasks_read_in_their_own_thread(
         return pread(fd, buffers, offset)
 
     monkeypatch.setattr(os, "preadv", spy)
+    if scatter.available():  # stretches read straight into the result
+        scattered = scatter._preadv
+
+        def scatter_spy(*args: int) -> int:
+            readers.append(threading.current_thread().name)
+            return scattered(*args)
+
+        monkeypatch.setattr(scatter, "_preadv", scatter_spy)
     source = hd.Source(str(path), "v2", "x")
     np.testing.assert_array_equal(hd.committed_dataset(source)[:], values)
     assert any(name.startswith("h5vc-codec") for name in readers)  # the pool was used

@@ -32,6 +32,7 @@ import numpy as np
 
 from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
+from h5vc.store import codecs, scatter
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
 from h5vc.store.damage import damaged, slot_count
 
@@ -46,6 +47,10 @@ BUFFER_BYTES = 8 << 20
 #: in the result. Full reads of 80 MB took the same time with 1, 4 or 16 MiB pieces;
 #: 256 KiB and smaller pieces pay for their count in Python overhead.
 PIECE_BYTES = 1 << 20
+
+#: Stretches of the result at least this long are read straight into it
+#: (:mod:`h5vc.store.scatter`); shorter ones through a buffer and numpy's copy.
+SCATTER_MIN_BYTES = 64 << 10
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
@@ -224,6 +229,8 @@ class FastReader:
             if not self._plan(table, destination, src, dst, count, tasks):
                 left.append(i)
         if self.pipeline is None:
+            if scatter.available() and destination.flags.c_contiguous:
+                tasks = self._read_scatter(destination, table, tasks)
             # Pieces of at most PIECE_BYTES, in the order of their place in the result:
             # each thread fills its own stretch of it.
             pieces = _split(tasks, max(1, PIECE_BYTES // self.row_bytes))
@@ -273,6 +280,80 @@ class FastReader:
                 )
             )
         return True
+
+    def _read_scatter(
+        self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
+    ) -> list[_Task]:
+        """Tasks whose rows land in long contiguous stretches of ``destination`` read
+        straight into it by one :mod:`h5vc.store.scatter` read; returns the others.
+
+        Short stretches (a 100x100 chunk of a wide 2-D result is 100 stretches of 800
+        bytes) stay with the buffered path: the kernel's copy per stretch costs as
+        much as numpy's, and planning 100 segments per chunk costs more.
+        """
+        row_bytes = self.row_bytes
+        strides = destination.strides
+        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[_Task]] = {}
+        for task in tasks:
+            groups.setdefault((tuple(task.src_rest), tuple(task.count[1:])), []).append(task)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        left: list[_Task] = []
+        base = destination.ctypes.data
+        for (src_rest, count_rest), group in groups.items():
+            run_src, run_dst, run_len = self._row_runs(src_rest, count_rest, strides[1:])
+            whole_rows = len(run_len) == 1 and run_len[0] == row_bytes == strides[0]
+            if not whole_rows and run_len.min() < SCATTER_MIN_BYTES:
+                left.extend(group)
+                continue
+            files = np.array(
+                [table.offsets[t.slot] + t.rows[0] * row_bytes for t in group], np.int64
+            )
+            places = base + np.array([t.dst for t in group], np.int64) @ np.array(strides, np.int64)
+            rows = np.array([t.count[0] for t in group], np.int64)
+            if whole_rows:  # each task is one stretch of the file and of the result
+                parts.append((files, places, rows * row_bytes))
+                continue
+            owner = np.repeat(np.arange(len(group)), rows)
+            row = np.arange(len(owner)) - np.repeat(np.cumsum(rows) - rows, rows)
+            row_files = files[owner] + row * row_bytes
+            row_places = places[owner] + row * strides[0]
+            parts.append(
+                (
+                    (row_files[:, None] + run_src).reshape(-1),
+                    (row_places[:, None] + run_dst).reshape(-1),
+                    np.tile(run_len, len(owner)),
+                )
+            )
+        if parts:
+            file_offsets, addresses, lengths = (np.concatenate(c) for c in zip(*parts))
+            reads = scatter.plan(destination, file_offsets, addresses, lengths, PIECE_BYTES)
+            threads = codecs.GROUPS_PER_WORKER * codecs.workers()
+            scatter.run(self.fd, reads, codecs.parallel_map, threads)
+        return left
+
+    def _row_runs(
+        self, src_rest: tuple[int, ...], count_rest: tuple[int, ...], strides: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the box ``src_rest : src_rest + count_rest`` of one stored row lies:
+        byte offsets of its contiguous runs in the row, their byte offsets in the
+        result (whose strides past axis 0 are ``strides``) and their lengths, adjacent
+        runs merged."""
+        itemsize = self.dtype.itemsize
+        inner = self.chunks[1:]
+        if not inner:  # 1-D: a row is one element
+            return np.zeros(1, np.int64), np.zeros(1, np.int64), np.full(1, itemsize, np.int64)
+        row_strides = np.array([math.prod(inner[k + 1 :]) * itemsize for k in range(len(inner))])
+        runs = math.prod(count_rest[:-1])
+        index = np.indices(count_rest[:-1], dtype=np.int64).reshape(len(inner) - 1, runs)
+        starts = np.array(src_rest[:-1], np.int64)[:, None] + index
+        src = starts.T @ row_strides[:-1] + src_rest[-1] * itemsize
+        dst = index.T @ np.array(strides[:-1], np.int64)
+        length = count_rest[-1] * itemsize
+        if len(src) > 1:  # merge runs that follow each other both in the row and the result
+            joined = (src[1:] == src[:-1] + length) & (dst[1:] == dst[:-1] + length)
+            if joined.all():
+                return src[:1], dst[:1], np.array([length * len(src)], np.int64)
+        return src, dst, np.full(len(src), length, np.int64)
 
     def _read_plain(self, destination: np.ndarray, table: ChunkTable, task: _Task) -> None:
         """One piece of a run of uncompressed chunks adjacent in the file: read into
