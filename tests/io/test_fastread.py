@@ -237,8 +237,8 @@ def test_small_boxes_are_read_through_hdf5(tmp_path: Path, monkeypatch) -> None:
 def test_small_buffers_and_one_core_read_what_hdf5_reads(
     tmp_path_factory, monkeypatch, cores: int, buffer_bytes: int, case: dict, data
 ) -> None:
-    """Reads cut into many pieces and batches (every chunk its own batch, fetched while
-    the one before is decoded) and commits in batches of a chunk or a few (each encoded
+    """Reads cut into many pieces and runs (every chunk its own run, fetched by the
+    thread that decodes it) and commits in batches of a chunk or a few (each encoded
     while the one before is written), on one core (HDF5's filters write, h5vc decodes in
     the calling thread) and on two."""
     monkeypatch.setattr(codecs, "workers", lambda: cores)

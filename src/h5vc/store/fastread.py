@@ -4,12 +4,14 @@ Committed chunks never move, except when a store is compacted or rewritten (whic
 :mod:`h5vc.store.rawdata` and :mod:`h5vc.store.compact` announce through
 :func:`forget`).  So the file offset of every ``raw_data`` chunk is looked up once
 per open store (HDF5's chunk-index iteration) and kept in a :class:`ChunkTable`; a
-hyperslab of ``raw_data`` is then read with ``os.preadv``: runs of chunks that lie one
-after the other in the file are read in pieces of :data:`PIECE_BYTES` into a buffer of
-the reading thread and copied into place, the pieces shared out between threads in the
-order of their place in the result.
-Compressed chunks are read raw the same way and decoded on all cores by
-:mod:`h5vc.store.codecs`.
+hyperslab of ``raw_data`` is then read with positioned reads.  Where the stored rows
+land in long contiguous stretches of the result (1-D data, chunks as wide as the
+result) they are read straight into it (:mod:`h5vc.store.scatter`); otherwise runs of
+chunks that lie one after the other in the file are read in pieces of
+:data:`PIECE_BYTES` into a buffer of the reading thread and copied into place, the
+pieces shared out between threads in the order of their place in the result.
+Compressed chunks are read raw, in runs of adjacent chunks by the thread that decodes
+them (:mod:`h5vc.store.codecs`), on all cores.
 
 :class:`FastReader` serves what it can and says so; HDF5 serves the rest: a file
 not opened with the ``sec2`` driver (no descriptor: a Python file object, the core
@@ -38,8 +40,9 @@ from h5vc.store.damage import damaged, slot_count
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget"]
 
-#: Compressed chunks are fetched in batches of about this many stored bytes.
-BUFFER_BYTES = 8 << 20
+#: Compressed chunks are fetched in runs of about this many stored bytes, each by the
+#: thread that decodes them, into a buffer small enough to stay in its cache.
+BUFFER_BYTES = 256 << 10
 
 #: Uncompressed bytes are read in pieces of at most this size into a buffer of the
 #: reading thread (kept from read to read, so its pages are mapped once), then copied
@@ -405,26 +408,17 @@ class FastReader:
             rest = [slice(s, s + n) for s, n in zip(task.src_rest, task.count[1:])]
             target[...] = buffer[tuple([slice(*task.rows), *rest])]
 
-        # Batches of about BUFFER_BYTES of stored bytes, fetched into two alternating
-        # buffers: a batch is fetched and queued on the pool while the one before is
-        # still being decoded, and its buffer is reused once that batch is done.
-        batches: list[list[_Task]] = [[]]
-        batch_bytes = 0
-        for task in tasks:
-            batches[-1].append(task)
-            batch_bytes += int(table.sizes[task.slot])
-            if batch_bytes >= BUFFER_BYTES:
-                batches.append([])
-                batch_bytes = 0
-        running: list[Any] = []
-        for i, batch in enumerate(b for b in batches if b):
-            running.append(parallel_groups(decode, _fetch(fd, table, batch, f"fetch{i % 2}")))
-            if len(running) == 2:
-                for _ in running.pop(0):
-                    pass
-        for done in running:
-            for _ in done:
-                pass
+        # Runs of chunks adjacent in the file, of about BUFFER_BYTES stored bytes each:
+        # each thread reads its run into its own small buffer (still in its cache when
+        # the decoder reads it) and decodes it.
+        runs = _runs(table, tasks, BUFFER_BYTES)
+
+        def fetch_and_decode(run: list[_Task]) -> None:
+            for item in _fetch(fd, table, run, "fetch"):
+                decode(item)
+
+        for _ in parallel_groups(fetch_and_decode, runs):
+            pass
 
 
 class _Task:
@@ -471,6 +465,27 @@ def _split(tasks: list[_Task], rows: int) -> list[_Task]:
     return pieces
 
 
+def _runs(table: ChunkTable, tasks: list[_Task], run_bytes: int) -> list[list[_Task]]:
+    """The tasks in file order, cut into runs of chunks adjacent in the file of about
+    ``run_bytes`` stored bytes (a larger chunk is a run of its own)."""
+    offsets = table.offsets
+    sizes = table.sizes
+    ordered = sorted(tasks, key=lambda task: int(offsets[task.slot]))
+    runs: list[list[_Task]] = []
+    end = -1
+    run_size = 0
+    for task in ordered:
+        start = int(offsets[task.slot])
+        size = int(sizes[task.slot])
+        if start != end or run_size + size > run_bytes:
+            runs.append([])
+            run_size = 0
+        runs[-1].append(task)
+        run_size += size
+        end = start + size
+    return runs
+
+
 def _fetch(
     fd: int, table: ChunkTable, tasks: list[_Task], key: str
 ) -> list[tuple[_Task, memoryview]]:
@@ -498,17 +513,20 @@ def _fetch(
 
 _LOCAL = threading.local()
 
+#: A thread keeps buffers up to this size for its next read.
+KEEP_BYTES = 16 << 20
+
 
 def _scratch(key: str, nbytes: int) -> np.ndarray:
     """A byte buffer of ``nbytes`` owned by this thread, kept for its next use (its
-    pages are then already mapped) unless larger than twice :data:`BUFFER_BYTES`."""
+    pages are then already mapped) unless larger than :data:`KEEP_BYTES`."""
     buffers: dict[str, np.ndarray] | None = getattr(_LOCAL, "buffers", None)
     if buffers is None:
         buffers = _LOCAL.buffers = {}
     buffer = buffers.get(key)
     if buffer is None or len(buffer) < nbytes:
         buffer = np.empty(nbytes, dtype=np.uint8)
-        if nbytes <= 2 * BUFFER_BYTES:
+        if nbytes <= KEEP_BYTES:
             buffers[key] = buffer
     return buffer[:nbytes]
 
