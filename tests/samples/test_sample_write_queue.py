@@ -199,7 +199,7 @@ def test_bad_input_raises_and_queues_nothing(tmp_path: pathlib.Path) -> None:
 def test_default_threads(monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path) -> None:
     store = make_store(tmp_path / "s")
     for cores, expected in ((1, 1), (2, 2), (3, 3), (16, 4)):
-        monkeypatch.setattr(sample_store, "_usable_cores", lambda cores=cores: cores)
+        monkeypatch.setattr(sample_store, "usable", lambda cores=cores: cores)
         assert sample_store.default_encode_threads() == expected
         with store.writer() as writer:
             assert writer.threads == expected

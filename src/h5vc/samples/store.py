@@ -23,6 +23,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from h5vc.cores import usable
 from h5vc.errors import (
     ClosedError,
     DataFileNotFoundError,
@@ -324,14 +325,7 @@ def default_encode_threads() -> int:
     One thread on a single core too: handing the encoding to it lets the writer store and
     flush samples in batches, which costs less than doing it sample by sample.
     """
-    return min(_MAX_DEFAULT_THREADS, _usable_cores())
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return min(_MAX_DEFAULT_THREADS, usable())
 
 
 def default_threads() -> int:
@@ -339,7 +333,7 @@ def default_threads() -> int:
 
     One fewer than the usable cores (at most 4): the calling thread decodes as well.
     """
-    return max(0, min(_MAX_DEFAULT_THREADS, _usable_cores() - 1))
+    return max(0, min(_MAX_DEFAULT_THREADS, usable() - 1))
 
 
 def _parse_threads(threads: Any) -> int:

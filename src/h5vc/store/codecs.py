@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import threading
 import types
 import zlib
@@ -24,6 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
+
+from h5vc.cores import usable
 
 _deflate: types.ModuleType
 try:  # zlib-ng: the same deflate streams and levels as zlib, 1.4x faster each way
@@ -61,11 +62,8 @@ _serial = threading.local()
 
 
 def workers() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """Threads of the codec pool: one per core this process may run on."""
+    return usable()
 
 
 @contextlib.contextmanager
