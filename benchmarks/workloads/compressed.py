@@ -10,7 +10,7 @@ h5py's write, a full read at most 0.6x h5py's read, an edit commit at most 1/20 
 versioned-hdf5's.
 
 The h5vc run also measures plain h5py in the same process, alternating with h5vc so
-both see the same load (two rounds of writes, three of reads): ``<filter>_initial_commit``
+both see the same load (three rounds of writes, five of reads): ``<filter>_initial_commit``
 and ``<filter>_full_read`` come with ``_cpu_s`` (CPU time of the best run; above its
 wall time when the codec threads ran in parallel), ``_h5py_same_run_s``, ``_over_h5py``
 (ratio of the best times) and ``_over_h5py_min`` / ``_max`` (the range of the ratio
@@ -53,8 +53,8 @@ H5PY_BASELINE = {"gzip_initial_commit_s": "gzip_write_s", "zstd_initial_commit_s
 EDITS = 5
 EDIT_SIZE = 100
 CHUNK = 16384
-WRITE_ROUNDS = 2
-READ_ROUNDS = 3
+WRITE_ROUNDS = 3
+READ_ROUNDS = 5
 
 
 def filters(name: str) -> dict[str, Any]:
