@@ -414,7 +414,7 @@ class FastReader:
         runs = _runs(table, tasks, BUFFER_BYTES)
 
         def fetch_and_decode(run: list[_Task]) -> None:
-            for item in _fetch(fd, table, run, "fetch"):
+            for item in _fetch_run(fd, table, run):
                 decode(item)
 
         for _ in parallel_groups(fetch_and_decode, runs):
@@ -486,28 +486,19 @@ def _runs(table: ChunkTable, tasks: list[_Task], run_bytes: int) -> list[list[_T
     return runs
 
 
-def _fetch(
-    fd: int, table: ChunkTable, tasks: list[_Task], key: str
-) -> list[tuple[_Task, memoryview]]:
-    """The stored bytes of each task's chunk, read into this thread's buffer ``key``;
-    chunks adjacent in the file in one read."""
-    order = sorted(range(len(tasks)), key=lambda i: int(table.offsets[tasks[i].slot]))
-    starts = [int(table.offsets[tasks[k].slot]) for k in order]
-    sizes = [int(table.sizes[tasks[k].slot]) for k in order]
-    buffer = as_bytes(_scratch(key, sum(sizes)))
+def _fetch_run(fd: int, table: ChunkTable, run: list[_Task]) -> list[tuple[_Task, memoryview]]:
+    """The stored bytes of each chunk of a run (chunks adjacent in the file, in file
+    order, as :func:`_runs` cuts them), read with one positioned read into this
+    thread's buffer."""
+    start = int(table.offsets[run[0].slot])
+    sizes = [int(table.sizes[task.slot]) for task in run]
+    buffer = as_bytes(_scratch("fetch", sum(sizes)))
+    _pread_into(fd, buffer, start)
     out: list[tuple[_Task, memoryview]] = []
-    i = at = 0
-    while i < len(order):
-        j = i + 1
-        end = starts[i] + sizes[i]
-        while j < len(order) and starts[j] == end:
-            end += sizes[j]
-            j += 1
-        _pread_into(fd, buffer[at : at + end - starts[i]], starts[i])
-        for k in range(i, j):
-            out.append((tasks[order[k]], buffer[at : at + sizes[k]]))
-            at += sizes[k]
-        i = j
+    at = 0
+    for task, size in zip(run, sizes):
+        out.append((task, buffer[at : at + size]))
+        at += size
     return out
 
 
