@@ -32,7 +32,14 @@ LAYERS: list[set[str]] = [
     {"h5vc.versions"},
     {"h5vc.store", "h5vc.samples", "h5vc.filecache", "h5vc.durable"},
     {"h5vc.staging"},
-    {"h5vc.hashing", "h5vc.chunking", "h5vc.remote", "h5vc.blockwrite", "h5vc.cores"},
+    {
+        "h5vc.hashing",
+        "h5vc.chunking",
+        "h5vc.remote",
+        "h5vc.blockwrite",
+        "h5vc.cores",
+        "h5vc.deflate",
+    },
     {"h5vc.errors"},
 ]
 

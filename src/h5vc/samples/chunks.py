@@ -36,21 +36,14 @@ gives the same data or raises the usual error.
 from __future__ import annotations
 
 import struct
-import types
-import zlib
 from collections.abc import Callable
 from typing import Any
 
 import h5py
 import numpy as np
 
+from h5vc.deflate import codec as _inflate
 from h5vc.errors import ChunkDecodeError
-
-_inflate: types.ModuleType
-try:  # zlib-ng: the same streams as zlib, inflated 1.5x faster
-    from zlib_ng import zlib_ng as _inflate
-except ImportError:  # pragma: no cover - zlib-ng is a dependency
-    _inflate = zlib
 
 __all__ = [
     "BLOSC_FILTER",

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import types
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -25,12 +23,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from h5vc.cores import usable
-
-_deflate: types.ModuleType
-try:  # zlib-ng: the same deflate streams and levels as zlib, 1.4x faster each way
-    from zlib_ng import zlib_ng as _deflate
-except ImportError:  # pragma: no cover - zlib-ng is a dependency
-    _deflate = zlib
+from h5vc.deflate import ZLIB_NG
+from h5vc.deflate import codec as _deflate
 
 __all__ = [
     "Pipeline",
@@ -211,7 +205,7 @@ class Pipeline:
         """Whether this pipeline beats HDF5's own filters even on one core: deflate (and
         shuffle) on zlib-ng do; Blosc and Zstandard through numcodecs do not."""
         codes = {item.code for item in self.filters}
-        return _deflate is not zlib and codes <= {FILTER_DEFLATE, FILTER_SHUFFLE}
+        return ZLIB_NG and codes <= {FILTER_DEFLATE, FILTER_SHUFFLE}
 
     def encode(self, chunk: np.ndarray) -> bytes:
         """The bytes HDF5 stores for ``chunk`` (a full, C-contiguous chunk)."""
