@@ -375,15 +375,26 @@ def _check_store(
     digests = np.ascontiguousarray(rows["hash"]).view("V32").ravel()
     used = (stops - starts)[good]
     checks = _SlotChecks(path, store, use, report, digests[good], used)
-    position = 0
-    for window_slots, results in prefetch(checks.hash_window, _windows(store, slots)):
-        n = len(window_slots)
+    for position, window_slots, results, nbytes in prefetch(
+        checks.hash_window, _numbered(_windows(store, slots))
+    ):
+        report.bytes += nbytes
         checks.compare(window_slots, results, position)
-        position += n
-        done += n
+        done += len(window_slots)
         if progress is not None:
             progress(done, total)
     return done + store.n_slots - len(slots)
+
+
+def _numbered(
+    windows: Iterator[tuple[np.ndarray, np.ndarray | None]],
+) -> Iterator[tuple[int, np.ndarray, np.ndarray | None]]:
+    """Each window with the position of its first slot among the slots checked, so
+    that windows hashed out of order (on background threads) find their rows."""
+    position = 0
+    for window_slots, data in windows:
+        yield position, window_slots, data
+        position += len(window_slots)
 
 
 def _windows(
@@ -424,19 +435,19 @@ class _SlotChecks:
         self.digests, self.rows_used = digests, rows_used
         self.c0 = store.chunks[0]
         self.unreadable: set[int] = set()
-        self.offset = 0  # index into digests/rows_used of the window being hashed
 
     def hash_window(
-        self, item: tuple[np.ndarray, np.ndarray | None]
-    ) -> tuple[np.ndarray, list[tuple[bytes, ...]]]:
-        window_slots, data = item
+        self, item: tuple[int, np.ndarray, np.ndarray | None]
+    ) -> tuple[int, np.ndarray, list[tuple[bytes, ...]], int]:
+        """``(position, slots, candidate digests of each slot, bytes hashed)`` of one
+        window; depends on nothing but the window, so windows may run in any order."""
+        start, window_slots, data = item
         first = int(window_slots[0])
-        results: list[tuple[bytes, ...]] = []
-        start = self.offset
         if data is None:  # HDF5 could not decode the stored chunk
             self.unreadable.add(first)
-            self.offset += 1
-            return window_slots, [()]
+            return start, window_slots, [()], 0
+        results: list[tuple[bytes, ...]] = []
+        nbytes = 0
         for k, slot in enumerate(window_slots.tolist()):
             rows = int(self.rows_used[start + k])
             base = data[(slot - first) * self.c0 : (slot - first) * self.c0 + rows]
@@ -445,9 +456,8 @@ class _SlotChecks:
                 trim = [slice(None), *(slice(0, n) for n in tail)]
                 candidates.append(base[tuple(trim)])
             results.append(tuple(chunk_hash(c) for c in candidates))
-            self.report.bytes += base.nbytes
-        self.offset += len(window_slots)
-        return window_slots, results
+            nbytes += base.nbytes
+        return start, window_slots, results, nbytes
 
     def compare(
         self, window_slots: np.ndarray, results: list[tuple[bytes, ...]], position: int
