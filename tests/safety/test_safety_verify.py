@@ -80,8 +80,7 @@ def test_windows_hashed_in_any_order_find_their_rows(path: str, monkeypatch) -> 
     assert report.ok, str(report)
     assert report.chunks >= 12
     assert report.bytes == sum(  # every slot's used rows, counted once
-        int(stop - start) * 3 * 8
-        for start, stop in _used_rows(path, "t")
+        int(stop - start) * 3 * 8 for start, stop in _used_rows(path, "t")
     )
 
 
