@@ -9,8 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from h5vc.errors import UnsupportedFormatError
+from h5vc.store import mappings as mappings_module
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.vds import create_virtual_dataset, group_runs, mapping_count, read_chunk_map
+from h5vc.store.header import DATASPACE, LAYOUT, HeaderDamage, stored_messages
+from h5vc.store.mappings import Mappings, _heap_object, decode_mappings, stored_mappings
+from h5vc.store.vds import (
+    _mappings_from_hdf5,
+    create_virtual_dataset,
+    group_runs,
+    mapping_count,
+    read_chunk_map,
+)
 
 
 @pytest.fixture
@@ -176,3 +185,127 @@ def test_coordinates_beyond_32_bits(tmp_path) -> None:
         np.testing.assert_array_equal(dset[: 3 * chunk], expected)
         np.testing.assert_array_equal(dset[3 * chunk :], np.full(chunk, 9))
         assert read_chunk_map(dset, (chunk,)) == chunk_map
+
+
+# -- mappings read from the file's bytes ---------------------------------------------------
+
+
+def _same_mappings(found: Mappings, expected: Mappings) -> None:
+    for name in ("virtual", "source", "counts", "source_counts"):
+        np.testing.assert_array_equal(getattr(found, name), getattr(expected, name), err_msg=name)
+
+
+def _write_raw_and_vds(path, chunk_map: ChunkMap, n_slots: int, merge: bool) -> None:
+    chunks = chunk_map.chunks
+    with h5py.File(path, "w") as f:
+        raw_data = f.create_dataset(
+            "raw",
+            shape=(n_slots * chunks[0], *chunks[1:]),
+            maxshape=(None, *chunks[1:]),
+            chunks=chunks,
+            dtype="i8",
+        )
+        create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-1, merge=merge)
+
+
+@settings(max_examples=80, deadline=None)
+@given(chunk_maps(), st.booleans())
+def test_stored_mappings_are_those_hdf5_reads(tmp_path_factory, case, merge) -> None:
+    chunk_map, n_slots = case
+    path = tmp_path_factory.mktemp("vds") / "stored.h5"
+    _write_raw_and_vds(path, chunk_map, n_slots, merge)
+    with h5py.File(path, "r") as f:
+        stored = stored_mappings(f, "v")
+        assert stored is not None
+        dset = f["v"]
+        _same_mappings(stored, _mappings_from_hdf5(dset))
+        assert read_chunk_map(dset, chunk_map.chunks, stored) == chunk_map
+
+
+def test_stored_mappings_of_wide_coordinates(tmp_path) -> None:
+    # Coordinates past 2**32 are stored in the version-3 selection encoding.
+    chunk = 1024
+    far = 2**32 // chunk + 5
+    chunk_map = ChunkMap((4 * chunk,), (chunk,), np.array([far, 0, far + 1, -1]))
+    _write_raw_and_vds(tmp_path / "far.h5", chunk_map, far + 2, merge=True)
+    with h5py.File(tmp_path / "far.h5", "r") as f:
+        stored = stored_mappings(f, "v")
+        assert stored is not None and int(stored.source.max()) >= 2**32
+        _same_mappings(stored, _mappings_from_hdf5(f["v"]))
+        assert read_chunk_map(f["v"], (chunk,), stored) == chunk_map
+
+
+def test_stored_mappings_only_where_the_file_bytes_are_current(tmp_path) -> None:
+    chunk_map = ChunkMap((8,), (4,), np.array([1, 0]))
+    _write_raw_and_vds(tmp_path / "v.h5", chunk_map, 2, merge=False)
+    with h5py.File(tmp_path / "v.h5", "r+") as f:
+        assert stored_mappings(f, "v") is None  # HDF5 may cache newer metadata
+    with h5py.File(tmp_path / "v.h5", "r") as f:
+        assert stored_mappings(f, "raw") is None  # a chunked dataset
+        assert stored_mappings(f, "missing") is None
+        stored = stored_mappings(f, "v")
+        assert stored is not None and stored.counts.tolist() == [1, 1]
+
+
+def test_stored_mappings_of_an_empty_dataset(tmp_path) -> None:
+    with h5py.File(tmp_path / "e.h5", "w") as f:
+        raw_data = f.create_dataset(
+            "raw", shape=(0, 3), maxshape=(None, 3), chunks=(4, 3), dtype="i8"
+        )
+        create_virtual_dataset(f, "empty", raw_data, ChunkMap.empty((0, 3), (4, 3)))
+    with h5py.File(tmp_path / "e.h5", "r") as f:
+        stored = stored_mappings(f, "empty")
+        assert stored is not None and len(stored.counts) == 0
+        assert read_chunk_map(f["empty"], (4, 3), stored).slots.shape == (0, 1)
+
+
+def _stored_blob(path) -> bytes:
+    """The heap object holding the mappings of dataset ``v`` of ``path``."""
+    with h5py.File(path, "r") as f:
+        stored = stored_messages(f, "v", frozenset((DATASPACE, LAYOUT)))
+        assert stored is not None
+        blob = _heap_object(stored.reader, stored.messages[LAYOUT], 8, 8)
+    assert blob is not None
+    return blob
+
+
+def test_version_1_mapping_list(tmp_path) -> None:
+    # Version 1 of the list (a flags byte per entry) written by hand from version 0:
+    # the source file is "this file" (no name), the dataset name is stored.
+    chunk_map = ChunkMap((12, 2), (4, 2), np.array([[2], [0], [1]]))
+    _write_raw_and_vds(tmp_path / "v.h5", chunk_map, 3, merge=False)
+    blob = _stored_blob(tmp_path / "v.h5")
+    expected = decode_mappings(blob, 2, 8)
+    entries, pos = [], 9
+    for _ in range(3):
+        pos = blob.index(b"\0", pos) + 1  # "." is dropped
+        start = pos
+        pos = blob.index(b"\0", pos) + 1
+        for _ in range(2):
+            length = int.from_bytes(blob[pos + 12 : pos + 16], "little")
+            pos += 16 + length
+        entries.append(b"\x04" + blob[start:pos])
+    rewritten = b"\x01" + blob[1:9] + b"".join(entries) + blob[-4:]
+    _same_mappings(decode_mappings(rewritten, 2, 8), expected)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_mapping_list_is_refused_never_misread(tmp_path_factory, data) -> None:
+    """Any byte of the list altered: the decoder raises HeaderDamage, leaves the list to
+    HDF5, or returns well-formed blocks (HDF5's checksum then judges the bytes)."""
+    path = tmp_path_factory.mktemp("vds") / "damaged.h5"
+    chunk_map = ChunkMap((10, 5), (4, 3), np.array([[0, 3], [1, -1], [2, 5]]))
+    _write_raw_and_vds(path, chunk_map, 6, merge=data.draw(st.booleans()))
+    blob = bytearray(_stored_blob(path))
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(blob) - 1))
+        blob[at] = data.draw(st.integers(0, 255))
+    try:
+        found = decode_mappings(bytes(blob), 2, 8)
+    except (HeaderDamage, mappings_module._Unknown):
+        return
+    assert found.virtual.shape[1:] == (2, 2) and found.source.shape[1:] == (2, 2)
+    assert int(found.counts.sum()) == len(found.virtual)
+    assert int(found.source_counts.sum()) == len(found.source)
+    assert np.all(found.virtual[:, 1] >= found.virtual[:, 0])

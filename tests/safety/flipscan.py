@@ -5,7 +5,8 @@ crash inside HDF5 ends the child and is reported, not the scan)::
 
     python tests/safety/flipscan.py FILE OBJECT OFFSET|FIRST:LAST ...
 
-prints one line per offset into ``OBJECT``'s header in ``FILE``: the offset and the
+prints one line per offset into ``OBJECT``'s header in ``FILE`` (or, for an OBJECT
+``mappings:PATH``, into the mapping list of the virtual dataset PATH): the offset and the
 outcome, ``ok`` (harmless), ``corrupt`` (:class:`~h5vc.errors.CorruptDataError`),
 ``crash:<signal>`` or the name of any other exception.
 """
@@ -51,6 +52,29 @@ def header_address(path: str, obj: str) -> int:
         return int(h5py.h5o.get_info(f[obj].id).addr) + int(f.userblock_size)
 
 
+def mappings_address(path: str, obj: str) -> int:
+    """The file offset of the mapping list of the virtual dataset ``obj`` (the data of
+    its global heap object)."""
+    from h5vc.store.header import LAYOUT, stored_messages
+
+    parent, _, name = obj.rpartition("/")
+    with h5py.File(path, "r") as f:
+        stored = stored_messages(f[parent or "/"], name, frozenset((LAYOUT,)))
+        assert stored is not None, f"{obj} has no version-1 header readable from the file"
+        body, width = stored.messages[LAYOUT], stored.sizeof_addr
+        heap = int.from_bytes(body[2 : 2 + width], "little")
+        index = int.from_bytes(body[2 + width : 6 + width], "little")
+        data = stored.reader.read(heap, 1 << 20)
+        size = stored.sizeof_size
+        pos = 8 + size
+        while True:  # the objects of the collection, each 8 + size bytes of prefix
+            number = int.from_bytes(data[pos : pos + 2], "little")
+            length = int.from_bytes(data[pos + 8 : pos + 8 + size], "little")
+            if number == index:
+                return heap + pos + 8 + size + int(f.userblock_size)
+            pos += 8 + size + -(-length // 8) * 8
+
+
 def flipped(data: bytes, address: int, offset: int) -> bytes:
     """``data`` with the byte at ``address + offset`` inverted."""
     damaged = bytearray(data)
@@ -70,7 +94,10 @@ def _outcome(path: str) -> str:
 
 def scan(path: str, obj: str, offsets: list[int], workdir: str) -> dict[int, str]:
     """The outcome of each offset's flip, each run in a forked child."""
-    address = header_address(path, obj)
+    if obj.startswith("mappings:"):
+        address = mappings_address(path, obj.removeprefix("mappings:"))
+    else:
+        address = header_address(path, obj)
     with open(path, "rb") as file:
         data = file.read()
     results: dict[int, str] = {}

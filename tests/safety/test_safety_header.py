@@ -43,11 +43,11 @@ SAMPLE = [
 SAMPLE_LARGE = [32, 36, 37, 38, 39, 139, 140, 143, 144, 146]
 
 
-def _scan(path: str, offsets: list[int]) -> dict[int, str]:
+def _scan(path: str, offsets: list[int], obj: str = "_version_data/x/raw_data") -> dict[int, str]:
     env = dict(os.environ)
     source = str(Path(h5vc.__file__).parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([source, env.get("PYTHONPATH", "")])
-    command = [sys.executable, str(HERE / "flipscan.py"), path, "_version_data/x/raw_data"]
+    command = [sys.executable, str(HERE / "flipscan.py"), path, obj]
     done = subprocess.run(
         [*command, *map(str, offsets)], env=env, capture_output=True, text=True, check=True
     )
@@ -171,3 +171,35 @@ def test_header_check_reads_the_bytes(path: str, tmp_path: Path) -> None:
                 continue
             with pytest.raises(HeaderDamage, match=expected):
                 check_header_bytes(reader, address, 8, 8)
+
+
+#: Offsets into the mapping list of the small file's v2 (two mappings): the version
+#: and count (0-8), the first source selection (37-64: type, version, length, rank at
+#: 53-56, number of blocks at 57-60, coordinates) and the checksum at the end.
+MAPPING_SAMPLE = [0, 1, 4, 8, *range(37, 65), -4, -1]
+
+
+def test_flipped_mapping_list_byte(path: str) -> None:
+    """HDF5 decodes a virtual dataset's mapping list before checking its checksum: a
+    damaged rank or block count crashed the process when a version was opened. Read
+    from a file opened read-only, every flip is harmless or CorruptDataError."""
+    flipscan.make(path)
+    obj = "_version_data/versions/v2/x"
+    blob_size = _mapping_list_size(path, obj)
+    offsets = [o % blob_size for o in (range(blob_size) if FULL else MAPPING_SAMPLE)]
+    results = _scan(path, offsets, f"mappings:{obj}")
+    _assert_harmless_or_corrupt(results, offsets)
+    assert results[56] == "corrupt"  # the rank's high byte: HDF5 crashed on it
+
+
+def _mapping_list_size(path: str, obj: str) -> int:
+    from h5vc.store.header import LAYOUT, stored_messages
+    from h5vc.store.mappings import _heap_object
+
+    parent, _, name = obj.rpartition("/")
+    with h5py.File(path, "r") as f:
+        stored = stored_messages(f[parent], name, frozenset((LAYOUT,)))
+        assert stored is not None
+        blob = _heap_object(stored.reader, stored.messages[LAYOUT], 8, 8)
+    assert blob is not None and len(blob) > 70
+    return len(blob)

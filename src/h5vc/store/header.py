@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import h5py
@@ -28,11 +29,17 @@ from h5vc.errors import CorruptDataError
 from h5vc.store.fastread import file_descriptor
 
 __all__ = [
+    "DATASPACE",
+    "LAYOUT",
     "HeaderDamage",
     "PositionedReader",
+    "StoredHeader",
     "check_dataset_header",
     "check_header_bytes",
+    "dataspace_dims",
+    "stored_messages",
     "trust_dataset_header",
+    "walk_messages",
 ]
 
 #: Bytes read at first: the whole header of a usual chunk store (256 bytes of
@@ -53,6 +60,9 @@ _NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _CONTINUATION = (
     0x0010,
 )
 
+#: Types of the dataspace and layout messages.
+DATASPACE, LAYOUT = _DATASPACE, _LAYOUT
+
 #: Message flag bit: the message is shared (stored elsewhere, referenced here).
 _SHARED = 0x02
 
@@ -63,6 +73,9 @@ _KNOWN: set[tuple[object, int]] = set()
 
 #: File number -> what :func:`_file_layout` found for that open file.
 _FILES: dict[object, tuple[int, int, int, int] | tuple[()]] = {}
+
+#: File number -> whether that open file is open read-only.
+_READ_ONLY: dict[object, bool] = {}
 
 
 class HeaderDamage(Exception):
@@ -92,9 +105,7 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
     key = _key(group, name)
     if key is None or key in _KNOWN:
         return
-    where = _FILES.get(key[0])
-    if where is None:
-        where = _FILES[key[0]] = _file_layout(group.file)
+    where = _where(group, key[0])
     if not where:
         return
     fd, base, sizeof_addr, sizeof_size = where
@@ -107,6 +118,23 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
             f"restore it from a copy if it was written."
         ) from None
     _KNOWN.add(key)
+
+
+def _where(group: h5py.Group, fileno: object) -> tuple[int, int, int, int] | tuple[()]:
+    """:func:`_file_layout` of the file of ``group`` (number ``fileno``), found once."""
+    where = _FILES.get(fileno)
+    if where is None:
+        where = _FILES[fileno] = _file_layout(group.file)
+    return where
+
+
+def _read_only(group: h5py.Group, fileno: object) -> bool:
+    """Whether the file of ``group`` (number ``fileno``) is open read-only."""
+    read_only = _READ_ONLY.get(fileno)
+    if read_only is None:
+        intent = h5py.h5i.get_file_id(group.id).get_intent()
+        read_only = _READ_ONLY[fileno] = intent == h5py.h5f.ACC_RDONLY
+    return read_only
 
 
 def _file_layout(file: h5py.File) -> tuple[int, int, int, int] | tuple[()]:
@@ -126,6 +154,64 @@ def trust_dataset_header(group: h5py.Group, name: str) -> None:
     key = _key(group, name)
     if key is not None:
         _KNOWN.add(key)
+
+
+@dataclass(frozen=True)
+class StoredHeader:
+    """Messages of an object header as the file holds them, and how to read further."""
+
+    reader: PositionedReader
+    sizeof_addr: int
+    sizeof_size: int
+    #: The first unshared message of each type asked for that the header holds.
+    messages: dict[int, bytes]
+
+
+def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> StoredHeader | None:
+    """The messages of types ``kinds`` in the object header of ``group[name]``, read
+    from the file's bytes without opening the object.
+
+    Only for a file opened read-only, whose bytes are what HDF5 reads (a file open for
+    writing may hold newer metadata in HDF5's cache). None when the header cannot be
+    read this way: a file open for writing or without an OS file descriptor, a link
+    that is not a hard link, a version-2 header. Raises :class:`CorruptDataError` if
+    the header's message list is damaged.
+    """
+    key = _key(group, name)
+    if key is None or not _read_only(group, key[0]):
+        return None
+    where = _where(group, key[0])
+    if not where:
+        return None
+    fd, base, sizeof_addr, sizeof_size = where
+    reader = PositionedReader(fd, base)
+    found: dict[int, bytes] = {}
+
+    def visit(kind: int, flags: int, body: bytes) -> None:
+        if kind in kinds and kind not in found and not flags & _SHARED:
+            found[kind] = body
+
+    try:
+        walked = walk_messages(
+            reader, key[1], sizeof_addr, sizeof_size, visit, lambda: len(found) == len(kinds)
+        )
+    except HeaderDamage as damage:
+        raise CorruptDataError(
+            f"The object header of {group.name.rstrip('/')}/{name} in {group.file.filename!r} "
+            f"is damaged and cannot be read: {damage}. Run h5vc.verify on the file; "
+            f"restore it from a copy if it was written."
+        ) from None
+    return StoredHeader(reader, sizeof_addr, sizeof_size, found) if walked else None
+
+
+def dataspace_dims(body: bytes, sizeof_size: int) -> tuple[int, ...]:
+    """The current dimensions a dataspace message gives (its sizes checked)."""
+    rank = _dataspace(body, sizeof_size)
+    start = 8 if body[0] == 1 else 4
+    return tuple(
+        int.from_bytes(body[start + i * sizeof_size : start + (i + 1) * sizeof_size], "little")
+        for i in range(rank)
+    )
 
 
 def _key(group: h5py.Group, name: str) -> tuple[object, int] | None:
@@ -161,9 +247,34 @@ def check_header_bytes(
     reader: PositionedReader, address: int, sizeof_addr: int, sizeof_size: int
 ) -> None:
     """Raise :class:`HeaderDamage` if the header at ``address`` is inconsistent."""
+    header = _Header()
+
+    def visit(kind: int, flags: int, body: bytes) -> None:
+        if not flags & _SHARED:
+            _decode(kind, body, header, sizeof_addr, sizeof_size)
+
+    if walk_messages(reader, address, sizeof_addr, sizeof_size, visit, lambda: _complete(header)):
+        _cross_check(header)
+
+
+def walk_messages(
+    reader: PositionedReader,
+    address: int,
+    sizeof_addr: int,
+    sizeof_size: int,
+    visit: Callable[[int, int, bytes], None],
+    done: Callable[[], bool],
+) -> bool:
+    """Call ``visit(type, flags, body)`` on the messages of the version-1 header at
+    ``address``, block by block, following continuations, until ``done()`` after a
+    block; raise :class:`HeaderDamage` where the message list itself is inconsistent.
+
+    Returns False, visiting nothing, for a version-2 header (``OHDR``): HDF5 checks
+    its checksum before decoding anything.
+    """
     head = reader.read(address, FIRST_READ)
     if head[:4] == b"OHDR":
-        return  # version 2: HDF5 checks its checksum before decoding it
+        return False
     if len(head) < 16:
         raise HeaderDamage("the header is cut off by the end of the file")
     version, n_messages, chunk_size = head[0], *struct.unpack_from("<H4xI", head, 2)
@@ -173,7 +284,6 @@ def check_header_bytes(
         raise HeaderDamage(f"a header of {chunk_size} bytes does not fit in the file")
     if len(head) < 16 + chunk_size:
         head = reader.read(address, 16 + chunk_size)
-    header = _Header()
     blocks = [(head[16 : 16 + chunk_size], address + 16)]
     seen = 0
     while blocks:
@@ -195,14 +305,14 @@ def check_header_bytes(
                 target, length = _continuation(body, sizeof_addr, sizeof_size)
                 if length > MAX_CHUNK_BYTES or not reader.within(target, length):
                     raise HeaderDamage(f"a continuation block of {length} bytes at {target}")
-                if not _complete(header):
+                if not done():
                     blocks.append((reader.read(target, length), target))
-            elif not flags & _SHARED:
-                _decode(kind, body, header, sizeof_addr, sizeof_size)
+            else:
+                visit(kind, flags, body)
             pos += 8 + size
-        if _complete(header):
+        if done():
             break
-    _cross_check(header)
+    return True
 
 
 def _complete(header: _Header) -> bool:

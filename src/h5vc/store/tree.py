@@ -20,6 +20,7 @@ from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.header import check_dataset_header
+from h5vc.store.mappings import Mappings, stored_mappings
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
@@ -231,18 +232,24 @@ class DatasetObject:
     locations: list[tuple[h5py.Group, str]] = field(default_factory=list)
 
     def open(self) -> h5py.Dataset:
+        return self._open()[0]
+
+    def _open(self) -> tuple[h5py.Dataset, Mappings | None]:
+        """The dataset, and its mappings when they were read before HDF5 opened it
+        (which also spares HDF5 mappings it would crash on)."""
         parent, name = self.locations[0]
+        mappings = stored_mappings(parent, name)
         dataset = parent[name]
         if not isinstance(dataset, h5py.Dataset):
             raise CorruptDataError(
                 f"Expected a dataset at {parent.name}/{name} of {parent.file.filename!r} "
                 f"(it was one when the versions were walked). Got {type(dataset).__name__}."
             )
-        return dataset
+        return dataset, mappings
 
     def chunk_map(self) -> ChunkMap:
-        dataset = self.open()
-        return read_chunk_map(dataset, dataset_chunks(dataset))
+        dataset, mappings = self._open()
+        return read_chunk_map(dataset, dataset_chunks(dataset), mappings)
 
 
 def _alternates_group(version_data: h5py.Group, path: str) -> h5py.Group | None:

@@ -30,6 +30,7 @@ from h5py import h5d, h5p, h5s
 
 from h5vc.errors import UnsupportedFormatError
 from h5vc.store.chunkmap import ChunkMap, Runs
+from h5vc.store.mappings import Mappings
 
 __all__ = [
     "MAX_CLASS_RUNS",
@@ -286,32 +287,27 @@ def mapping_count(dataset: h5py.Dataset) -> int:
     return dcpl.get_virtual_count() if dcpl.get_layout() == h5d.VIRTUAL else 0
 
 
-def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
+def read_chunk_map(
+    dataset: h5py.Dataset, chunks: tuple[int, ...], stored: Mappings | None = None
+) -> ChunkMap:
     """Recover the chunk map of a committed virtual dataset from its mappings.
 
     Works for one mapping per chunk, one per run and several runs per mapping alike:
     every mapping's virtual and source blocks are expanded into chunks, paired in
-    order. Raises :class:`UnsupportedFormatError` if a mapping is not chunk-aligned.
+    order. ``stored`` are the mappings :func:`stored_mappings` read from the file
+    before HDF5 opened ``dataset``; without them they are asked from HDF5, one call
+    per mapping. Raises :class:`UnsupportedFormatError` if a mapping is not
+    chunk-aligned.
     """
     shape = tuple(dataset.shape)
-    dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
-    if dcpl.get_layout() != h5d.VIRTUAL:
-        raise UnsupportedFormatError(
-            f"Expected {dataset.name!r} to be a virtual dataset over raw_data. "
-            f"Got a dataset with another storage layout instead."
-        )
+    if stored is None:
+        stored = _mappings_from_hdf5(dataset)
     chunk_map = ChunkMap.empty(shape, chunks)
-    ndim = len(shape)
-    vblocks: list[np.ndarray] = []
-    sblocks: list[np.ndarray] = []
-    for i in range(dcpl.get_virtual_count()):
-        vblocks.append(_blocks(dcpl.get_virtual_vspace(i), ndim))
-        sblocks.append(_blocks(dcpl.get_virtual_srcspace(i), ndim))
-    if not vblocks:
+    if not len(stored.counts):
         return chunk_map
     chunk_arr = np.asarray(chunks, dtype=np.int64)
-    coords, vcounts = _block_chunks(vblocks, chunk_arr)
-    slots, scounts = _block_chunks(sblocks, chunk_arr)
+    coords, vcounts = _block_chunks(stored.virtual, stored.counts, chunk_arr)
+    slots, scounts = _block_chunks(stored.source, stored.source_counts, chunk_arr)
     if (
         coords is None
         or slots is None
@@ -327,6 +323,23 @@ def read_chunk_map(dataset: h5py.Dataset, chunks: tuple[int, ...]) -> ChunkMap:
     return chunk_map
 
 
+def _mappings_from_hdf5(dataset: h5py.Dataset) -> Mappings:
+    """Every mapping of ``dataset`` as HDF5 gives it (one call per selection)."""
+    ndim = len(dataset.shape)
+    dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
+    if dcpl.get_layout() != h5d.VIRTUAL:
+        raise UnsupportedFormatError(
+            f"Expected {dataset.name!r} to be a virtual dataset over raw_data. "
+            f"Got a dataset with another storage layout instead."
+        )
+    vblocks: list[np.ndarray] = []
+    sblocks: list[np.ndarray] = []
+    for i in range(dcpl.get_virtual_count()):
+        vblocks.append(_blocks(dcpl.get_virtual_vspace(i), ndim))
+        sblocks.append(_blocks(dcpl.get_virtual_srcspace(i), ndim))
+    return Mappings.of(vblocks, sblocks, ndim)
+
+
 def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:
     """The blocks of a selection as ``(n, 2, ndim)`` start and inclusive end coordinates."""
     if space.get_select_type() == h5s.SEL_HYPERSLABS:
@@ -338,16 +351,14 @@ def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:
 
 
 def _block_chunks(
-    blocks: list[np.ndarray], chunk_arr: np.ndarray
+    every: np.ndarray, per_mapping: np.ndarray, chunk_arr: np.ndarray
 ) -> tuple[np.ndarray | None, np.ndarray]:
-    """Chunk coordinates covered by each mapping's blocks, in order, and their count
-    per mapping.
+    """Chunk coordinates covered by the blocks ``every`` (``per_mapping`` of them for
+    each mapping, in order), and their count per mapping.
 
     Each block must start on a chunk boundary and stay within one chunk on every axis
     but the first; the coordinates are ``None`` otherwise.
     """
-    per_mapping = np.array([len(b) for b in blocks], dtype=np.int64)
-    every = np.concatenate(blocks)
     start = every[:, 0, :]
     stop = every[:, 1, :] + 1
     first = start // chunk_arr
@@ -357,6 +368,6 @@ def _block_chunks(
     step = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(np.cumsum(rows) - rows, rows)
     coords = np.repeat(first, rows, axis=0)
     coords[:, 0] += step
-    mapping = np.repeat(np.arange(len(blocks)), per_mapping)
-    counts = np.bincount(mapping, weights=rows, minlength=len(blocks)).astype(np.int64)
+    mapping = np.repeat(np.arange(len(per_mapping)), per_mapping)
+    counts = np.bincount(mapping, weights=rows, minlength=len(per_mapping)).astype(np.int64)
     return coords, counts

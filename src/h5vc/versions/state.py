@@ -31,6 +31,7 @@ from h5vc.errors import (
 from h5vc.store import layout, legacy, tree
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
+from h5vc.store.mappings import Mappings, stored_mappings
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
@@ -385,8 +386,29 @@ class FileState:
             _check_same_numbers(dataset, store)
         return store
 
-    def chunk_map(self, version: str, path: str, dataset: h5py.Dataset) -> ChunkMap:
-        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once.
+    def mappings_before_open(
+        self, version: str, path: str, group: h5py.Group, name: str
+    ) -> Mappings | None:
+        """The mappings of dataset ``group[name]`` (``path`` in ``version``) read from
+        the file before HDF5 opens it (see :mod:`h5vc.store.mappings`), unless its
+        chunk map is known already (then HDF5 has opened it before)."""
+        if self._chunk_maps.get((version, path.strip("/"))) is not None:
+            return None
+        try:
+            if not group.id.links.exists(name.encode()):
+                return None  # the caller reports the missing member
+            info = group.id.links.get_info(name.encode())
+        except (KeyError, RuntimeError):  # a path through a missing or damaged group
+            return None
+        if info.type == h5py.h5l.TYPE_HARD and self._chunk_maps_by_address.get(int(info.u)):
+            return None
+        return stored_mappings(group, name)
+
+    def chunk_map(
+        self, version: str, path: str, dataset: h5py.Dataset, mappings: Mappings | None = None
+    ) -> ChunkMap:
+        """The chunk map of ``dataset`` (``path`` in ``version``), parsed once (from
+        ``mappings`` if given, see :meth:`mappings_before_open`).
 
         A dataset hard-linked into later versions is one object: its map is also found
         by object address, so a dataset edited every n-th commit is not parsed again.
@@ -399,7 +421,7 @@ class FileState:
             if cached is None:
                 where = f"Dataset {path!r} of version {version!r} ({dataset.name})"
                 with damaged(self.filename, where):
-                    cached = read_chunk_map(dataset, tree.dataset_chunks(dataset))
+                    cached = read_chunk_map(dataset, tree.dataset_chunks(dataset), mappings)
                 self._check_slots(version, path, cached, dataset)
                 self._chunk_maps_by_address[address] = cached
             self._chunk_maps[key] = cached

@@ -21,6 +21,7 @@ from h5vc.errors import ReadOnlyError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.mappings import Mappings
 from h5vc.store.reading import RawDataSlab, read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, Link
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
@@ -300,15 +301,16 @@ def _reopen_committed(filename: str, root: str, version: str, path: str) -> Comm
 
 
 def open_committed_dataset(
-    state: FileState, version: str, path: str, obj: h5py.Dataset
+    state: FileState, version: str, path: str, obj: h5py.Dataset, mappings: Mappings | None = None
 ) -> CommittedDataset:
-    """The read-only view of ``obj``, dataset ``path`` of committed ``version``."""
+    """The read-only view of ``obj``, dataset ``path`` of committed ``version``
+    (``mappings``: its mappings, read before HDF5 opened it)."""
     store = state.require_store(path, version, obj)
     return CommittedDataset(
         obj,
         version=version,
         path=path,
-        chunk_map=state.chunk_map(version, path, obj),
+        chunk_map=state.chunk_map(version, path, obj, mappings),
         raw_data=store.raw_data,
         fillvalue=store.fillvalue,
     )

@@ -251,8 +251,10 @@ class CommittedGroup(_GroupBase):
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset:
         where = f"Object {self._group.name}/{name}"
+        path = _join(self._path, name)
         try:
             with damaged(self._state.filename, where):
+                mappings = self._state.mappings_before_open(self._version, path, self._group, name)
                 obj = self._group[name]
         except KeyError as error:
             if name in self._group:  # the link is there, the object cannot be opened
@@ -263,10 +265,9 @@ class CommittedGroup(_GroupBase):
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
             ) from None
-        path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
             return CommittedGroup(self._state, self._version, obj, path, self._views)
-        return open_committed_dataset(self._state, self._version, path, obj)
+        return open_committed_dataset(self._state, self._version, path, obj, mappings)
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise ReadOnlyError(
