@@ -26,19 +26,19 @@ import math
 import os
 import threading
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
-from h5vc.remote import stream_descriptor
 from h5vc.store import codecs, scatter
+from h5vc.store.btree import chunk_index
 from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
 from h5vc.store.damage import damaged, slot_count
+from h5vc.store.header import file_descriptor
 
-__all__ = ["ChunkTable", "FastReader", "fast_reader", "file_descriptor", "forget"]
+__all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
 #: Compressed chunks are fetched in runs of about this many stored bytes, each by the
 #: thread that decodes them, into a buffer small enough to stay in its cache.
@@ -88,18 +88,24 @@ class ChunkTable:
         self.offsets = np.full(n_slots, -1, dtype=np.int64)
         self.sizes = np.zeros(n_slots, dtype=np.int64)
         self.masks = np.zeros(n_slots, dtype=np.int64)
-        found: list[Any] = []
-        dataset_id.chunk_iter(found.append)  # no Python frame per chunk
-        slots = np.fromiter((info.chunk_offset[0] for info in found), np.int64, len(found)) // c0
+        index = chunk_index(h5py.Dataset(dataset_id))  # from the file's bytes, if it can
+        if index is not None:
+            first_rows, addresses = index.coords[:, 0], index.addresses
+            sizes, masks = index.sizes, index.masks
+        else:
+            found: list[Any] = []
+            dataset_id.chunk_iter(found.append)  # no Python frame per chunk
+            count = len(found)
+            first_rows = np.fromiter((info.chunk_offset[0] for info in found), np.int64, count)
+            addresses = np.fromiter((info.byte_offset for info in found), np.int64, count)
+            sizes = np.fromiter((info.size for info in found), np.int64, count)
+            masks = np.fromiter((info.filter_mask for info in found), np.int64, count)
+        slots = first_rows // c0
         keep = slots < n_slots
-
-        def column(values: Iterator[int]) -> np.ndarray:
-            return np.fromiter(values, np.int64, len(found))[keep]
-
         slots = slots[keep]
-        self.offsets[slots] = column(info.byte_offset for info in found)
-        self.sizes[slots] = column(info.size for info in found)
-        self.masks[slots] = column(info.filter_mask for info in found)
+        self.offsets[slots] = addresses[keep]
+        self.sizes[slots] = sizes[keep]
+        self.masks[slots] = masks[keep]
 
     def extend(self, dataset_id: Any, n_slots: int, c0: int) -> None:
         """Look up the slots from the current end to ``n_slots`` one by one."""
@@ -531,16 +537,3 @@ def _pread_into(fd: int, buffer: memoryview, offset: int) -> None:
         if n <= 0:
             raise OSError(f"Expected {total - done} more bytes at offset {offset + done}. Got 0.")
         done += n
-
-
-def file_descriptor(file: h5py.File) -> int | None:
-    """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
-    try:
-        if file.driver == "fileobj":
-            return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
-        if file.driver != "sec2":
-            return None
-        handle = file.id.get_vfd_handle()
-    except Exception:
-        return None
-    return handle if isinstance(handle, int) and handle >= 0 else None

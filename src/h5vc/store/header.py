@@ -1,4 +1,4 @@
-"""Checking a chunk store's object header before HDF5 parses it.
+"""Reading object headers from the file's bytes, before or instead of HDF5.
 
 HDF5 trusts some fields of a dataset's object header: a damaged fill-value size, a
 datatype whose precision exceeds its size or a nonsense chunk layout can crash the
@@ -7,6 +7,12 @@ Python code can catch.  :func:`check_dataset_header` reads the header's bytes wi
 positioned read before the dataset is opened the first time and raises
 :class:`~h5vc.errors.CorruptDataError` when the messages HDF5 would decode from them
 are inconsistent.
+
+:func:`stored_messages` and :func:`object_messages` hand the raw messages of a header
+to the readers that decode what they point to from the file's bytes: a virtual
+dataset's mapping list (:mod:`h5vc.store.mappings`) and a chunk index
+(:mod:`h5vc.store.btree`). They answer only for files opened read-only, whose bytes
+are what HDF5 reads.
 
 Only version-1 object headers (HDF5's default, without a checksum) are walked here:
 their message list, and in it the dataspace, datatype, fill-value and layout
@@ -26,7 +32,7 @@ from dataclasses import dataclass, field
 import h5py
 
 from h5vc.errors import CorruptDataError
-from h5vc.store.fastread import file_descriptor
+from h5vc.remote import stream_descriptor
 
 __all__ = [
     "DATASPACE",
@@ -37,6 +43,8 @@ __all__ = [
     "check_dataset_header",
     "check_header_bytes",
     "dataspace_dims",
+    "file_descriptor",
+    "object_messages",
     "stored_messages",
     "trust_dataset_header",
     "walk_messages",
@@ -120,21 +128,34 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
     _KNOWN.add(key)
 
 
-def _where(group: h5py.Group, fileno: object) -> tuple[int, int, int, int] | tuple[()]:
-    """:func:`_file_layout` of the file of ``group`` (number ``fileno``), found once."""
+def _where(obj: h5py.HLObject, fileno: object) -> tuple[int, int, int, int] | tuple[()]:
+    """:func:`_file_layout` of the file of ``obj`` (number ``fileno``), found once."""
     where = _FILES.get(fileno)
     if where is None:
-        where = _FILES[fileno] = _file_layout(group.file)
+        where = _FILES[fileno] = _file_layout(obj.file)
     return where
 
 
-def _read_only(group: h5py.Group, fileno: object) -> bool:
-    """Whether the file of ``group`` (number ``fileno``) is open read-only."""
+def _read_only(obj: h5py.HLObject, fileno: object) -> bool:
+    """Whether the file of ``obj`` (number ``fileno``) is open read-only."""
     read_only = _READ_ONLY.get(fileno)
     if read_only is None:
-        intent = h5py.h5i.get_file_id(group.id).get_intent()
+        intent = h5py.h5i.get_file_id(obj.id).get_intent()
         read_only = _READ_ONLY[fileno] = intent == h5py.h5f.ACC_RDONLY
     return read_only
+
+
+def file_descriptor(file: h5py.File) -> int | None:
+    """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
+    try:
+        if file.driver == "fileobj":
+            return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
+        if file.driver != "sec2":
+            return None
+        handle = file.id.get_vfd_handle()
+    except Exception:
+        return None
+    return handle if isinstance(handle, int) and handle >= 0 else None
 
 
 def _file_layout(file: h5py.File) -> tuple[int, int, int, int] | tuple[()]:
@@ -178,12 +199,26 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
     the header's message list is damaged.
     """
     key = _key(group, name)
-    if key is None or not _read_only(group, key[0]):
+    if key is None:
         return None
-    where = _where(group, key[0])
-    if not where:
+    return _stored(group, key, kinds, f"{group.name.rstrip('/')}/{name}")
+
+
+def object_messages(obj: h5py.HLObject, kinds: frozenset[int]) -> StoredHeader | None:
+    """:func:`stored_messages` of the open object ``obj``."""
+    key = (obj.id.fileno, int(h5py.h5o.get_info(obj.id).addr))
+    return _stored(obj, key, kinds, obj.name or "an anonymous object")
+
+
+def _stored(
+    obj: h5py.HLObject, key: tuple[object, int], kinds: frozenset[int], where: str
+) -> StoredHeader | None:
+    if not _read_only(obj, key[0]):
         return None
-    fd, base, sizeof_addr, sizeof_size = where
+    layout = _where(obj, key[0])
+    if not layout:
+        return None
+    fd, base, sizeof_addr, sizeof_size = layout
     reader = PositionedReader(fd, base)
     found: dict[int, bytes] = {}
 
@@ -197,9 +232,9 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
         )
     except HeaderDamage as damage:
         raise CorruptDataError(
-            f"The object header of {group.name.rstrip('/')}/{name} in {group.file.filename!r} "
-            f"is damaged and cannot be read: {damage}. Run h5vc.verify on the file; "
-            f"restore it from a copy if it was written."
+            f"The object header of {where} in {obj.file.filename!r} is damaged and cannot "
+            f"be read: {damage}. Run h5vc.verify on the file; restore it from a copy if it "
+            f"was written."
         ) from None
     return StoredHeader(reader, sizeof_addr, sizeof_size, found) if walked else None
 
