@@ -21,7 +21,6 @@ run, a chunk not allocated in the file.
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 import threading
@@ -232,11 +231,7 @@ class FastReader:
         table = self._table()
         if table is None:
             return list(range(len(counts)))
-        left: list[int] = []
-        tasks: list[_Task] = []
-        for i, (src, dst, count) in enumerate(zip(src_starts, dst_starts, counts)):
-            if not self._plan(table, destination, src, dst, count, tasks):
-                left.append(i)
+        tasks, left = self._plan(table, src_starts, dst_starts, counts)
         if self.pipeline is None:
             if scatter.available() and destination.flags.c_contiguous:
                 tasks = self._read_scatter(destination, table, tasks)
@@ -257,38 +252,62 @@ class FastReader:
     def _plan(
         self,
         table: ChunkTable,
-        destination: np.ndarray,
-        src: list[int],
-        dst: list[int],
-        count: list[int],
-        tasks: list[_Task],
-    ) -> bool:
-        """Split one slice pair into runs of chunks that follow each other in the file."""
+        src_starts: list[list[int]],
+        dst_starts: list[list[int]],
+        counts: list[list[int]],
+    ) -> tuple[list[_Task], list[int]]:
+        """Split the slice pairs into runs of chunks that follow each other in the file
+        (every chunk its own task when compressed: they are decoded in parallel); return
+        the tasks, in order, and the positions of the pairs left for HDF5 (a chunk not
+        allocated, or beyond the table). Planned for all pairs at once with numpy."""
+        n = len(counts)
+        if n == 0:
+            return [], []
+        src = np.asarray(src_starts, dtype=np.int64).reshape(n, -1)
+        dst = np.asarray(dst_starts, dtype=np.int64).reshape(n, -1)
+        count = np.asarray(counts, dtype=np.int64).reshape(n, -1)
         c0 = self.chunks[0]
-        first, last = src[0] // c0, (src[0] + count[0] - 1) // c0
-        if last >= len(table.offsets):
-            return False
-        offsets = table.offsets[first : last + 1]
-        if offsets.min() < 0:
-            return False
+        src0, count0 = src[:, 0], count[:, 0]
+        first = src0 // c0
+        last = (src0 + count0 - 1) // c0
+        served = (count0 > 0) & (last < len(table.offsets))
+        lengths = np.where(served, last - first + 1, 0)
+        pair = np.repeat(np.arange(n), lengths)
+        chunk = (
+            first[pair] + np.arange(len(pair)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        )
+        offsets = table.offsets[chunk]
+        served &= np.bincount(pair[offsets < 0], minlength=n) == 0
+        keep = served[pair]
+        pair, chunk, offsets = pair[keep], chunk[keep], offsets[keep]
+        starts = np.ones(len(chunk), dtype=bool)
         if self.pipeline is None:
-            breaks = np.flatnonzero(offsets[1:] != offsets[:-1] + self.chunk_bytes) + 1
-        else:
-            breaks = np.arange(1, len(offsets))  # one task per chunk, decoded in parallel
-        bounds = [0, *breaks.tolist(), len(offsets)]
-        for a, b in itertools.pairwise(bounds):
-            row_lo = max(src[0], (first + a) * c0)
-            row_hi = min(src[0] + count[0], (first + b) * c0)
-            tasks.append(
-                _Task(
-                    slot=first + a,
-                    rows=(row_lo - (first + a) * c0, row_hi - (first + a) * c0),
-                    src_rest=src[1:],
-                    dst=[dst[0] + row_lo - src[0], *dst[1:]],
-                    count=[row_hi - row_lo, *count[1:]],
-                )
+            starts[1:] = (pair[1:] != pair[:-1]) | (offsets[1:] != offsets[:-1] + self.chunk_bytes)
+        begin = np.flatnonzero(starts)
+        end = np.append(begin[1:], len(chunk)) - 1
+        owner, slot = pair[begin], chunk[begin]
+        row_lo = np.maximum(src0[owner], slot * c0)
+        row_hi = np.minimum(src0[owner] + count0[owner], (chunk[end] + 1) * c0)
+        src_rest, dst_rest = src[:, 1:].tolist(), dst[:, 1:].tolist()
+        count_rest = count[:, 1:].tolist()
+        tasks = [
+            _Task(
+                slot=s,
+                rows=(lo, hi),
+                src_rest=src_rest[p],
+                dst=[d, *dst_rest[p]],
+                count=[rows, *count_rest[p]],
             )
-        return True
+            for p, s, lo, hi, d, rows in zip(
+                owner.tolist(),
+                slot.tolist(),
+                (row_lo - slot * c0).tolist(),
+                (row_hi - slot * c0).tolist(),
+                (dst[owner, 0] + row_lo - src0[owner]).tolist(),
+                (row_hi - row_lo).tolist(),
+            )
+        ]
+        return tasks, np.flatnonzero(~served).tolist()
 
     def _read_scatter(
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]

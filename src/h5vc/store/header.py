@@ -206,8 +206,23 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
 
 def object_messages(obj: h5py.HLObject, kinds: frozenset[int]) -> StoredHeader | None:
     """:func:`stored_messages` of the open object ``obj``."""
-    key = (obj.id.fileno, int(h5py.h5o.get_info(obj.id).addr))
+    if not _read_only(obj, obj.id.fileno):
+        return None
+    key = (obj.id.fileno, _address(obj))
     return _stored(obj, key, kinds, obj.name or "an anonymous object")
+
+
+def _address(obj: h5py.HLObject) -> int:
+    """The header address of ``obj``, from a link to it: ``H5Oget_info`` also counts
+    the attributes, which costs 1 to 5 ms the first time for a chunk store."""
+    path = h5py.h5i.get_name(obj.id)
+    parent, _, name = (path or b"").rpartition(b"/")
+    if name:
+        group = h5py.h5g.open(h5py.h5i.get_file_id(obj.id), parent or b"/")
+        info = group.links.get_info(name)
+        if info.type == h5py.h5l.TYPE_HARD:
+            return int(info.u)
+    return int(h5py.h5o.get_info(obj.id).addr)
 
 
 def _stored(
