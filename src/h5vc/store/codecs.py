@@ -29,6 +29,7 @@ from h5vc.deflate import codec as _deflate
 __all__ = [
     "Pipeline",
     "as_bytes",
+    "load_plugin_filters",
     "parallel_groups",
     "parallel_map",
     "pipeline_of",
@@ -254,6 +255,27 @@ def pipeline_of(dcpl: Any, itemsize: int, chunk_bytes: int) -> Pipeline | None:
             return None
         filters.append(_Filter(int(code), values, itemsize))
     return Pipeline(filters, chunk_bytes)
+
+
+def load_plugin_filters(dcpl: Any) -> None:
+    """Register hdf5plugin's filters with HDF5 if ``dcpl`` uses a filter HDF5 does not
+    have (Blosc, Zstandard, LZ4, ... in a file read by a program that never imported
+    hdf5plugin): otherwise HDF5 fails on every chunk with an error about its plugin
+    directory. Importing hdf5plugin takes about 0.2 s, so it happens only then."""
+    global _plugins_loaded
+    if _plugins_loaded:
+        return
+    import h5py
+
+    for index in range(dcpl.get_nfilters()):
+        if not h5py.h5z.filter_avail(dcpl.get_filter(index)[0]):
+            with contextlib.suppress(ImportError):
+                import hdf5plugin  # noqa: F401  (registers its filters on import)
+            _plugins_loaded = True
+            return
+
+
+_plugins_loaded = False
 
 
 def _have_numcodecs() -> bool:

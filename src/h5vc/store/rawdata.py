@@ -104,6 +104,7 @@ class RawDataStore:
                 )
         self.raw_data: h5py.Dataset = found[RAW_DATA]
         self.hash_table: h5py.Dataset = found[HASH_TABLE]
+        codecs.load_plugin_filters(self.raw_data.id.get_create_plist())
         try:
             #: raw_data's dtype, read once (h5py builds it anew on every access).
             self.dtype: np.dtype = self.raw_data.dtype
