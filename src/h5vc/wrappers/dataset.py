@@ -294,7 +294,11 @@ def _reopen_committed(filename: str, root: str, version: str, path: str) -> Comm
 
     def reopen() -> CommittedDataset:
         state = FileState.shared(opened.root)
-        return open_committed_dataset(state, version, path, state.version_group(version)[path])
+        parent_path, _, name = path.strip("/").rpartition("/")
+        root = state.version_group(version)
+        parent = root[parent_path] if parent_path else root
+        mappings = state.mappings_before_open(version, path, parent, name)
+        return open_committed_dataset(state, version, path, parent[name], mappings)
 
     dataset: CommittedDataset = opened.memo(("h5vc.dataset", version, path), reopen)
     return dataset
