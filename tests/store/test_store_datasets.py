@@ -213,6 +213,39 @@ def test_shrink_then_grow_does_not_resurrect(vf: VersionedHDF5File) -> None:
     assert vf["v3"]["x"][:].tolist() == [1, 2, 3, 0, 0]
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 8, 16])
+@pytest.mark.parametrize("kept", [0, 1, 3, 5])
+@pytest.mark.parametrize("edit_first", [False, True])
+def test_shrink_then_grow_back_to_the_same_shape(
+    vf: VersionedHDF5File, h5file: h5py.File, chunk: int, kept: int, edit_first: bool
+) -> None:
+    """Growing back to the committed shape after cutting off whole chunks (stored or
+    staged) commits fill values there, not a link to the parent version."""
+    with vf.stage_version("v1") as g:
+        g.create_dataset("x", data=np.arange(1, 9), chunks=(chunk,))
+    with vf.stage_version("v2") as g:
+        if edit_first:
+            g["x"][7] = 70
+        g["x"].resize((kept,))
+        g["x"].resize((8,))
+    expected = np.r_[np.arange(1, 9)[:kept], np.zeros(8 - kept, dtype=int)]
+    assert_same_array(vf["v2"]["x"][()], expected)
+    assert_same_array(h5file["_version_data/versions/v2/x"][()], expected)
+    assert_same_array(vf["v1"]["x"][()], np.arange(1, 9))
+
+
+def test_shrink_then_grow_back_in_two_dimensions(vf: VersionedHDF5File) -> None:
+    data = np.arange(1, 37).reshape(6, 6)
+    with vf.stage_version("v1") as g:
+        g.create_dataset("x", data=data, chunks=(2, 3))
+    with vf.stage_version("v2") as g:
+        g["x"].resize((6, 3))
+        g["x"].resize((6, 6))
+    expected = data.copy()
+    expected[:, 3:] = 0
+    assert_same_array(vf["v2"]["x"][()], expected)
+
+
 @pytest.mark.parametrize(
     "args, error",
     [

@@ -68,6 +68,8 @@ class StagedChangesArray:
         grid = _chunk_grid(self.shape, self.chunk_size)
         self.slab_indices = _layout_array(slab_indices, grid, "slab_indices")
         self.slab_offsets = _layout_array(slab_offsets, grid, "slab_offsets")
+        #: whether a resize cut off chunks that held data (staged or on a base slab)
+        self.dropped_data = False
 
     @classmethod
     def from_array(
@@ -98,12 +100,16 @@ class StagedChangesArray:
 
     @property
     def has_changes(self) -> bool:
-        """Whether any chunk lies on a staged slab.
+        """Whether the array may differ from its base slabs: a chunk lies on a staged
+        slab, or a resize cut off chunks that held data (growing back brings fill
+        values where the base had data, with every chunk on a base or the fill slab).
 
         Staged slabs that no chunk points to are dropped as soon as that happens,
         so any remaining staged slab holds changes.
         """
-        return any(slab is not None for slab in self.slabs[1 + self.n_base_slabs :])
+        return self.dropped_data or any(
+            slab is not None for slab in self.slabs[1 + self.n_base_slabs :]
+        )
 
     def __repr__(self) -> str:
         n_staged = sum(slab is not None for slab in self.slabs[1 + self.n_base_slabs :])

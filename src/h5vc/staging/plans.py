@@ -359,6 +359,11 @@ class ResizePlan:
         kept = tuple(slice(0, -(-n // c)) for n, c in zip(current, self.chunk_size))
         self.slab_indices = array.slab_indices[kept].copy()
         self.slab_offsets = array.slab_offsets[kept].copy()
+        # a chunk cut off the grid that held data (not the fill slab): growing back
+        # brings fill values, so the array no longer matches its base there
+        removed = array.slab_indices.copy()
+        removed[kept] = 0
+        self.drops_data = bool(removed.any())
         self.steps: list[_ChunkMoves | TransferPlan] = []
         self._next_slab = len(array.slabs)
         for axis, size in enumerate(self.shape):
@@ -443,6 +448,7 @@ class ResizePlan:
         array.shape = self.shape
         array.slab_indices = self.slab_indices
         array.slab_offsets = self.slab_offsets
+        array.dropped_data = array.dropped_data or self.drops_data
         for slab in self.dropped:
             array.slabs[slab] = None
 
