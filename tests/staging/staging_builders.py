@@ -86,4 +86,5 @@ def check_invariants(staged: StagedChangesArray) -> None:
         assert staged.slabs[slab] is not None
     for slab in range(1 + staged.n_base_slabs, len(staged.slabs)):
         assert (staged.slabs[slab] is not None) == (slab in referenced)
-    assert staged.has_changes == any(s > staged.n_base_slabs for s in referenced)
+    on_staged_slab = any(s > staged.n_base_slabs for s in referenced)
+    assert staged.has_changes == (on_staged_slab or staged.dropped_data)

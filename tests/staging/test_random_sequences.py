@@ -123,6 +123,7 @@ def test_random_sequences_match_numpy(case, with_base, seed, data) -> None:
     else:
         staged = StagedChangesArray(shape, chunks, np.int64, fill_value=FILL)
         model = np.full(shape, FILL, dtype=np.int64)
+    base_content = model.copy()
     for kind, argument in data.draw(operations(shape)):
         if kind == "get":
             check_same_read(staged, model, argument)
@@ -139,6 +140,8 @@ def test_random_sequences_match_numpy(case, with_base, seed, data) -> None:
         assert staged.shape == model.shape
         np.testing.assert_array_equal(np.asarray(staged), model)
         check_invariants(staged)
+        if not staged.has_changes:  # a commit would link the base: it must hold the data
+            np.testing.assert_array_equal(model, resize_model(base_content, model.shape))
     for coords, chunk in staged.changes():
         box = tuple(slice(k * c, k * c + n) for k, c, n in zip(coords, chunks, chunk.shape))
         np.testing.assert_array_equal(chunk, model[box])
