@@ -361,9 +361,9 @@ class ResizePlan:
         self.slab_offsets = array.slab_offsets[kept].copy()
         # a chunk cut off the grid that held data (not the fill slab): growing back
         # brings fill values, so the array no longer matches its base there
-        removed = array.slab_indices.copy()
-        removed[kept] = 0
-        self.drops_data = bool(removed.any())
+        self.drops_data = bool(
+            np.count_nonzero(array.slab_indices) > np.count_nonzero(self.slab_indices)
+        )
         self.steps: list[_ChunkMoves | TransferPlan] = []
         self._next_slab = len(array.slabs)
         for axis, size in enumerate(self.shape):
