@@ -3,7 +3,10 @@
 Version ``v<k>`` holds ``x``, an array whose every element is ``k``, with the
 attribute ``k``: a reader that sees anything else saw a torn or uncommitted state.
 Run as a script: ``python readerharness.py writer PATH COMMITS`` or ``python
-readerharness.py reader PATH READS``; a reader prints ``reads errors torn seen``.
+readerharness.py reader PATH READS [LAST]``; a reader prints ``reads errors torn seen``.
+A reader given ``LAST`` goes on past ``READS`` reads until it has seen version
+``v<LAST>`` (or :data:`DEADLINE` seconds have passed), so that how many versions it
+sees does not depend on how fast it reads.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import numpy as np
 import h5vc
 
 LENGTH = 30_000
+
+#: Seconds a reader waits at most for the writer's last version.
+DEADLINE = 300.0
 
 
 def write(path: str, commits: int) -> None:
@@ -34,12 +40,15 @@ def write(path: str, commits: int) -> None:
                 h5vc.delete_versions(vf, [f"v{j}" for j in range(k - 10, k - 2)])
 
 
-def read(path: str, reads: int) -> tuple[int, int, int, int]:
+def read(path: str, reads: int, last: int | None = None) -> tuple[int, int, int, int]:
     """Reads, errors, torn reads and how many distinct versions were seen."""
     errors = torn = done = 0
     seen: set[str] = set()
+    deadline = time.monotonic() + DEADLINE
     with h5vc.Reader(path) as reader:
-        while done < reads:
+        while done < reads or (
+            last is not None and f"v{last}" not in seen and time.monotonic() < deadline
+        ):
             try:
                 with reader.batch() as vf:
                     name = vf.current_version
@@ -66,7 +75,7 @@ def run(directory: Path, commits: int, reads: int, readers: int = 2) -> list[tup
     time.sleep(0.3)
     procs = [
         subprocess.Popen(
-            [sys.executable, script, "reader", path, str(reads)],
+            [sys.executable, script, "reader", path, str(reads), str(commits)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -86,4 +95,4 @@ if __name__ == "__main__":
     if role == "writer":
         write(target, count)
     else:
-        print(*read(target, count))
+        print(*read(target, count, int(sys.argv[4]) if len(sys.argv) > 4 else None))

@@ -11,7 +11,7 @@ import readerharness
 def test_readers_during_commits_see_only_whole_versions(tmp_path: Path) -> None:
     results = readerharness.run(tmp_path, commits=60, reads=200)
     for reads, errors, torn, seen in results:
-        assert reads == 200
+        assert reads >= 200
         assert errors == 0
         assert torn == 0
         assert seen > 5, "readers follow the writer's new versions"
