@@ -92,18 +92,10 @@ class RawDataStore:
 
     def __init__(self, group: h5py.Group):
         self.group = group
-        for name in (RAW_DATA, HASH_TABLE):
-            check_dataset_header(group, name)  # before HDF5 decodes it
-        found = {name: group.get(name) for name in (RAW_DATA, HASH_TABLE)}
-        for name, obj in found.items():
-            if not isinstance(obj, h5py.Dataset):
-                raise CorruptDataError(
-                    f"Expected a dataset {group.name}/{name} in {group.file.filename!r} "
-                    f"(a chunk store holds {RAW_DATA!r} and {HASH_TABLE!r}). Got "
-                    f"{'none' if obj is None else type(obj).__name__}."
-                )
-        self.raw_data: h5py.Dataset = found[RAW_DATA]
-        self.hash_table: h5py.Dataset = found[HASH_TABLE]
+        self.raw_data: h5py.Dataset = self._open_member(RAW_DATA)
+        # The hash table is opened (and its header checked) when it is first needed: to
+        # write, verify or list digests.  Reads need only raw_data.
+        self._hash_table: h5py.Dataset | None = None
         codecs.load_plugin_filters(self.raw_data.id.get_create_plist())
         try:
             #: raw_data's dtype, read once (h5py builds it anew on every access).
@@ -136,7 +128,38 @@ class RawDataStore:
         self._pipeline: codecs.Pipeline | bool | None = False
         #: Appended chunks still being encoded: (first row, their stored bytes in order).
         self._unwritten: list[tuple[int, Iterator[bytes]]] = []
-        self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+        self._n_rows_read: int | None = None
+
+    def _open_member(self, name: str) -> h5py.Dataset:
+        """The dataset ``name`` of the store's group, its header checked before HDF5
+        decodes it."""
+        group = self.group
+        check_dataset_header(group, name)
+        obj = group.get(name)
+        if not isinstance(obj, h5py.Dataset):
+            raise CorruptDataError(
+                f"Expected a dataset {group.name}/{name} in {group.file.filename!r} "
+                f"(a chunk store holds {RAW_DATA!r} and {HASH_TABLE!r}). Got "
+                f"{'none' if obj is None else type(obj).__name__}."
+            )
+        return obj
+
+    @property
+    def hash_table(self) -> h5py.Dataset:
+        """The store's hash table, opened on first use."""
+        if self._hash_table is None:
+            self._hash_table = self._open_member(HASH_TABLE)
+        return self._hash_table
+
+    @property
+    def _n_rows(self) -> int:
+        if self._n_rows_read is None:
+            self._n_rows_read = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+        return self._n_rows_read
+
+    @_n_rows.setter
+    def _n_rows(self, value: int) -> None:
+        self._n_rows_read = value
 
     # -- creation -----------------------------------------------------------------
 
@@ -245,7 +268,7 @@ class RawDataStore:
 
     def reload(self) -> None:
         """Forget what was read (the store was rewritten in place)."""
-        self._n_rows = int(self.hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+        self._n_rows_read = None
         self._n_slots = None
         self._index = None
         self.verified_slots = set()
@@ -258,7 +281,8 @@ class RawDataStore:
             del self.group[name]
             self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
         self.raw_data = self.group[RAW_DATA]
-        self.hash_table = self.group[HASH_TABLE]
+        self._hash_table = self.group[HASH_TABLE]
+        self._n_rows_read = None
         self.chunks = new.chunks
         self.dtype = new.dtype
         self._fillvalue = None

@@ -81,8 +81,11 @@ class FileState:
 
     def __init__(self, root: h5py.Group, data_version: int | None = None):
         self.root = root
+        #: The file's name (error messages name it; read once, h5py makes a File
+        #: object on every access to ``.file``).
+        self.filename = str(root.file.filename)
         self.writable = root.file.mode == "r+"
-        with damaged(str(root.file.filename), f"The versioned layout under {root.name!r}"):
+        with damaged(self.filename, f"The versioned layout under {root.name!r}"):
             if layout.VERSION_DATA not in root and self.writable:
                 tree.initialize(
                     root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC
@@ -171,10 +174,6 @@ class FileState:
                 self.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_H5VC)}
             )
             self.data_version = layout.DATA_VERSION_H5VC
-
-    @property
-    def filename(self) -> str:
-        return str(self.root.file.filename)
 
     @property
     def current_version(self) -> str:
