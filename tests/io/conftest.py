@@ -1,5 +1,6 @@
 """Every read in these tests takes the positioned-read path whatever its size (in use,
-boxes under ``FAST_READ_MIN_BYTES`` are read through h5py)."""
+boxes under ``FAST_READ_MIN_BYTES`` are read through h5py, and small selections of
+virtual datasets with few mappings by HDF5 from the virtual dataset)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from collections.abc import Iterator
 import pytest
 
 from h5vc.store import reading
+from h5vc.wrappers import direct
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _positioned_reads_for_every_size() -> Iterator[None]:
-    saved = reading.FAST_READ_MIN_BYTES
+    saved = reading.FAST_READ_MIN_BYTES, direct.HDF5_READ_BYTES
     reading.FAST_READ_MIN_BYTES = 0
+    direct.HDF5_READ_BYTES = -1
     yield
-    reading.FAST_READ_MIN_BYTES = saved
+    reading.FAST_READ_MIN_BYTES, direct.HDF5_READ_BYTES = saved

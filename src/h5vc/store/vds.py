@@ -303,6 +303,7 @@ def read_chunk_map(
     if stored is None:
         stored = _mappings_from_hdf5(dataset)
     chunk_map = ChunkMap.empty(shape, chunks)
+    chunk_map.blocks = len(stored.virtual)
     if not len(stored.counts):
         return chunk_map
     chunk_arr = np.asarray(chunks, dtype=np.int64)

@@ -234,7 +234,9 @@ class CommittedDataset(_DatasetBase):
     def __getitem__(self, index: Any) -> Any:
         if self._direct is None:
             fill = read_fill(self.dtype, self._fillvalue)
-            self._direct = DirectReader(self._chunk_map, self._raw_data, fill)
+            self._direct = DirectReader(
+                self._chunk_map, self._raw_data, fill, virtual=self._dataset
+            )
         result = self._direct.read(index)
         if result is None:
             return super().__getitem__(index)

@@ -8,6 +8,12 @@ engine's :func:`~h5vc.staging.transfer.read_many_slices`) from its ``raw_data`` 
 its place in the output (fill chunks are filled in). Every other
 selection returns ``None`` and goes through the staging engine. Both give the same
 result: this is a shortcut, not a second semantics.
+
+A small selection (at most :data:`HDF5_READ_BYTES`) of a dataset whose virtual dataset
+maps few blocks (at most :data:`HDF5_READ_BLOCKS`) is read by HDF5 from the virtual
+dataset itself: for a few chunks, planning positioned reads and looking up the chunks'
+file offsets costs more than HDF5's own read (about 0.1 ms for 16 chunks of 8 KiB,
+against 0.2 ms warm and 0.6 ms on a dataset's first read).
 """
 
 from __future__ import annotations
@@ -23,28 +29,48 @@ from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
 from h5vc.store.reading import RawDataSlab
 
-__all__ = ["DirectReader", "MAX_PIECES"]
+__all__ = ["HDF5_READ_BLOCKS", "HDF5_READ_BYTES", "MAX_PIECES", "DirectReader"]
 
 #: Boxes cut into more pieces than this go through the staging engine, whose plans
 #: handle any number of runs without a Python loop per chunk column.
 MAX_PIECES = 256
+
+#: Selections of at most this many bytes, of a virtual dataset whose mappings hold at
+#: most HDF5_READ_BLOCKS blocks, are read by HDF5 from the virtual dataset. HDF5 looks
+#: at every block of every mapping on every read, so the cost of its reads grows with
+#: their number; at 64 blocks and 512 KiB both ways cost the same.
+HDF5_READ_BYTES = 1 << 20
+HDF5_READ_BLOCKS = 32
 
 
 class DirectReader:
     """Serve basic selections of a committed dataset from ``raw_data``."""
 
     __slots__ = (
+        "_chunk_map",
         "_chunks",
         "_column_strides",
         "_fill",
+        "_itemsize",
         "_raw_data",
         "_run_ids",
         "_shape",
         "_slab",
         "_slots",
+        "_virtual",
     )
 
-    def __init__(self, chunk_map: ChunkMap, raw_data: h5py.Dataset, fillvalue: Any = None):
+    def __init__(
+        self,
+        chunk_map: ChunkMap,
+        raw_data: h5py.Dataset,
+        fillvalue: Any = None,
+        *,
+        virtual: h5py.Dataset | None = None,
+    ):
+        """``virtual``: the virtual dataset ``chunk_map`` was read from; given, HDF5
+        reads small selections from it (if its mappings hold few blocks)."""
+        self._chunk_map = chunk_map
         self._shape = chunk_map.shape
         self._chunks = chunk_map.chunks
         self._raw_data = raw_data
@@ -52,9 +78,20 @@ class DirectReader:
         self._fill = fillvalue
         self._slots: np.ndarray | None = None
         self._run_ids: np.ndarray | None = None
+        dtype = raw_data.dtype
+        self._itemsize = dtype.itemsize
+        self._virtual: h5py.Dataset | None = None
+        blocks = chunk_map.blocks
+        if (
+            virtual is not None
+            and blocks is not None
+            and blocks <= HDF5_READ_BLOCKS
+            and dtype.kind in "biufc"
+            and (chunk_map.slots.min(initial=0) >= 0 or _same_fill(virtual, dtype, fillvalue))
+        ):
+            self._virtual = virtual
         if chunk_map.slots.size:
             self._slots = chunk_map.slots.reshape(chunk_map.slots.shape[0], -1)
-            self._run_ids = chunk_map.run_ids().reshape(self._slots.shape)
         grid = chunk_map.slots.shape[1:]
         strides = [1] * len(grid)
         for axis in range(len(grid) - 2, -1, -1):
@@ -63,8 +100,8 @@ class DirectReader:
 
     def read(self, index: Any) -> Any:
         """``raw_data``-backed result of ``index``, or None if it needs the engine."""
-        slots, run_ids = self._slots, self._run_ids
-        if slots is None or run_ids is None:
+        slots = self._slots
+        if slots is None:
             return None
         if type(index) is not tuple:
             index = (index,)
@@ -89,6 +126,19 @@ class DirectReader:
             else:
                 return None
         try:
+            if self._virtual is not None:
+                nbytes = self._itemsize
+                for start, stop, _ in box:
+                    nbytes *= stop - start
+                if nbytes <= HDF5_READ_BYTES:
+                    return self._virtual[
+                        tuple(
+                            start if is_int else slice(start, stop) for start, stop, is_int in box
+                        )
+                    ]
+            run_ids = self._run_ids
+            if run_ids is None:  # computed on the first read HDF5 does not serve
+                run_ids = self._run_ids = self._chunk_map.run_ids().reshape(slots.shape)
             return self._read_box(box, slots, run_ids)
         except OSError:
             raw_data = self._raw_data
@@ -182,3 +232,10 @@ class DirectReader:
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
         return out
+
+
+def _same_fill(virtual: h5py.Dataset, dtype: np.dtype, fillvalue: Any) -> bool:
+    """Whether HDF5 fills the unmapped chunks of ``virtual`` with ``fillvalue`` (None:
+    zeros), bit for bit."""
+    expected = np.zeros((), dtype) if fillvalue is None else np.asarray(fillvalue, dtype)
+    return bool(np.asarray(virtual.fillvalue, dtype).tobytes() == expected.tobytes())
