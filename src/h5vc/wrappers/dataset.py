@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import ReadOnlyError
+from h5vc.errors import ReadOnlyError, VersionNotFoundError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
@@ -33,6 +33,8 @@ __all__ = [
     "array_from_chunk_map",
     "coerce_value",
     "default_fill",
+    "reopen_in",
+    "reopen_version",
 ]
 
 
@@ -217,21 +219,63 @@ class CommittedDataset(_DatasetBase):
         chunk_map: ChunkMap,
         raw_data: h5py.Dataset,
         fillvalue: Any,
+        state: FileState | None = None,
     ):
-        self._dataset = dataset
         self._version = version
         self._path = path
         self._name = "/" + path
+        self._filters = {}
+        #: The file's state, whose generation tells when the objects read here were
+        #: changed (versions deleted, metadata rewritten, a failed write rolled back).
+        self._state = state
+        self._generation = -1 if state is None else state.generation
+        self._take(dataset, chunk_map, raw_data, fillvalue)
+
+    def _take(
+        self, dataset: h5py.Dataset, chunk_map: ChunkMap, raw_data: h5py.Dataset, fillvalue: Any
+    ) -> None:
+        self._dataset = dataset
         self._chunk_map = chunk_map
         self._raw_data = raw_data
         self._chunks = chunk_map.chunks
-        self._filters = {}
         self._fillvalue = fillvalue
         self._array: StagedChangesArray | None = None
         self._direct: DirectReader | None = None
-        self.attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
+        self._attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
+
+    def _current(self) -> None:
+        """Open the dataset anew if the file's objects changed since it was opened:
+        chunks may have moved and virtual datasets been rebuilt, so what was read
+        then would read other data now. Raises if its version is gone."""
+        state = self._state
+        if state is None or state.generation == self._generation:
+            return
+        generation = state.generation
+        fresh = reopen_in(state, self._version, self._path)
+        self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
+        self._generation = generation
+
+    @property
+    def attrs(self) -> CommittedAttributes:
+        self._current()
+        return self._attrs
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        self._current()
+        return self._chunks
+
+    @property
+    def fillvalue(self) -> Any:
+        self._current()
+        return self._fillvalue
+
+    def _filter(self, key: str) -> Any:
+        self._current()
+        return super()._filter(key)
 
     def __getitem__(self, index: Any) -> Any:
+        self._current()
         if self._direct is None:
             fill = read_fill(self.dtype, self._fillvalue)
             self._direct = DirectReader(
@@ -247,6 +291,7 @@ class CommittedDataset(_DatasetBase):
 
     @property
     def _data(self) -> StagedChangesArray:
+        self._current()
         if self._array is None:
             dtype = self.dtype
             self._array = staged_array(
@@ -256,15 +301,18 @@ class CommittedDataset(_DatasetBase):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        self._current()
         return self._chunk_map.shape
 
     @property
     def dtype(self) -> np.dtype:
+        self._current()
         return self._raw_data.dtype
 
     @property
     def dataset(self) -> h5py.Dataset:
         """The virtual dataset in the file (read it with any HDF5 tool)."""
+        self._current()
         return self._dataset
 
     @property
@@ -295,15 +343,32 @@ def _reopen_committed(filename: str, root: str, version: str, path: str) -> Comm
     opened = open_file(filename, root)
 
     def reopen() -> CommittedDataset:
-        state = FileState.shared(opened.root)
-        parent_path, _, name = path.strip("/").rpartition("/")
-        root = state.version_group(version)
-        parent = root[parent_path] if parent_path else root
-        mappings = state.mappings_before_open(version, path, parent, name)
-        return open_committed_dataset(state, version, path, parent[name], mappings)
+        return reopen_in(FileState.shared(opened.root), version, path)
 
     dataset: CommittedDataset = opened.memo(("h5vc.dataset", version, path), reopen)
     return dataset
+
+
+def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
+    """Dataset ``path`` of committed ``version``, opened from the file of ``state``."""
+    root = reopen_version(state, version, f"The dataset {'/' + path.strip('/')!r}")
+    parent_path, _, name = path.strip("/").rpartition("/")
+    parent = root[parent_path] if parent_path else root
+    mappings = state.mappings_before_open(version, path, parent, name)
+    return open_committed_dataset(state, version, path, parent[name], mappings)
+
+
+def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
+    """The group of committed ``version``, for ``what`` (an object of it opened
+    earlier) to be opened anew; raises if the version was deleted meanwhile."""
+    try:
+        return state.version_group(version)
+    except VersionNotFoundError:
+        raise VersionNotFoundError(
+            f"{what} of version {version!r} was opened before version {version!r} was "
+            f"deleted from {state.filename!r}; it can no longer be read. Open a version "
+            f"that exists."
+        ) from None
 
 
 def open_committed_dataset(
@@ -319,6 +384,7 @@ def open_committed_dataset(
         chunk_map=state.chunk_map(version, path, obj, mappings),
         raw_data=store.raw_data,
         fillvalue=store.fillvalue,
+        state=state,
     )
 
 

@@ -26,6 +26,7 @@ from h5vc.wrappers.dataset import (
     coerce_value,
     default_fill,
     open_committed_dataset,
+    reopen_version,
 )
 
 __all__ = ["CommittedGroup", "CommittedViews", "StagedGroup"]
@@ -212,13 +213,38 @@ class CommittedGroup(_GroupBase):
         self._state = state
         self._views = CommittedViews(state) if views is None else views
         self._version = version
-        self._group = group
         self._path = path
+        self._generation = state.generation
+        self._take(group)
+
+    def _take(self, group: h5py.Group) -> None:
+        self._group_obj = group
         # versioned-hdf5 shows prev_version, committed and timestamp on a version;
         # h5vc's own message and author stay behind version_info().
+        path, version = self._path, self._version
         hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
-        self.attrs = CommittedAttributes(group.attrs, hidden, where)
+        self._attrs = CommittedAttributes(group.attrs, hidden, where)
+
+    def _current(self) -> h5py.Group:
+        """The group in the file, opened anew if the file's objects changed since (the
+        version's tree may have been rebuilt); raises if the version is gone."""
+        state = self._state
+        if state.generation != self._generation:
+            generation = state.generation
+            root = reopen_version(state, self._version, f"The group {self.name!r}")
+            self._take(root[self._path] if self._path else root)
+            self._generation = generation
+        return self._group_obj
+
+    @property
+    def _group(self) -> h5py.Group:
+        return self._current()
+
+    @property
+    def attrs(self) -> CommittedAttributes:
+        self._current()
+        return self._attrs
 
     def _version_root_name(self) -> str | None:
         return f"{self._state.versions.name}/{self._version}"
