@@ -189,3 +189,30 @@ def test_damaged_chunk_read_from_the_virtual_dataset_names_raw_data(tmp_path: Pa
         assert dataset[:200].tolist() == list(range(200))  # undamaged chunks read
         with pytest.raises(h5vc.CorruptDataError, match="/_version_data/z/raw_data"):
             dataset[250:350]
+
+
+@pytest.mark.parametrize("name", ["a%b", "p%%q", "c%d", "ends%", "sub%s/x%b"])
+def test_names_with_percent_signs(tmp_path: Path, name: str) -> None:
+    """HDF5 reads "%b" in a virtual dataset's source name as a block number: the source
+    names of such datasets are written with "%%", and the versions commit and read."""
+    path = tmp_path / "percent.h5"
+    values = np.arange(50.0)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset(name, data=values, chunks=(10,))
+        with vf.stage_version("v2") as g:
+            g[name][3] = -1.0
+    edited = values.copy()
+    edited[3] = -1.0
+    with h5vc.open(path, "r") as vf:
+        for version, want in (("v1", values), ("v2", edited)):
+            dataset = vf[version][name]
+            assert dataset._direct is None or dataset._direct._virtual is not None
+            np.testing.assert_array_equal(dataset[:], want)
+            np.testing.assert_array_equal(dataset[2:5], want[2:5])
+    with h5py.File(path, "r") as plain:
+        for version, want in (("v1", values), ("v2", edited)):
+            virtual = plain[f"_version_data/versions/{version}/{name}"]
+            np.testing.assert_array_equal(virtual[:], want)
+    with h5vc.open(path, "r") as vf:
+        assert h5vc.verify(vf).ok

@@ -102,7 +102,9 @@ def create_virtual_dataset(
     if len(runs):
         blocks = _Blocks(runs, shape, chunk_map.chunks)
         groups = group_runs(runs, math.prod(chunk_map.chunks)) if merge else None
-        blocks.add_mappings(dcpl, vspace, sspace, raw_data.name.encode(), groups)
+        # HDF5 reads "%b" in a source name as a block number and "%%" as one "%".
+        source_name = raw_data.name.encode().replace(b"%", b"%%")
+        blocks.add_mappings(dcpl, vspace, sspace, source_name, groups)
     vspace.select_all()
     dsid = h5d.create(group.id, name.encode(), raw_data.id.get_type(), vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)
