@@ -2,15 +2,18 @@
 
 Version ``v<k>`` holds ``x``, an array whose every element is ``k``, with the
 attribute ``k``: a reader that sees anything else saw a torn or uncommitted state.
-Run as a script: ``python readerharness.py writer PATH COMMITS`` or ``python
+Run as a script: ``python readerharness.py writer PATH COMMITS [READERS]`` or ``python
 readerharness.py reader PATH READS [LAST]``; a reader prints ``reads errors torn seen``.
-A reader given ``LAST`` goes on past ``READS`` reads until it has seen version
-``v<LAST>`` (or :data:`DEADLINE` seconds have passed), so that how many versions it
-sees does not depend on how fast it reads.
+A writer given ``READERS`` starts committing once that many readers have made their
+first read (each leaves a file ``PATH.ready-<pid>``); a reader given ``LAST`` goes on
+past ``READS`` reads until it has seen version ``v<LAST>``. So readers overlap the
+writer's commits however fast either side starts and runs (each wait ends after
+:data:`DEADLINE` seconds).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -22,11 +25,19 @@ import h5vc
 
 LENGTH = 30_000
 
-#: Seconds a reader waits at most for the writer's last version.
+#: Seconds the writer waits at most for its readers, and a reader for the last version.
 DEADLINE = 300.0
 
 
-def write(path: str, commits: int) -> None:
+def _ready_files(path: str) -> list[Path]:
+    target = Path(path)
+    return list(target.parent.glob(target.name + ".ready-*"))
+
+
+def write(path: str, commits: int, readers: int = 0) -> None:
+    deadline = time.monotonic() + DEADLINE
+    while len(_ready_files(path)) < readers and time.monotonic() < deadline:
+        time.sleep(0.01)
     with h5vc.open(path, "a") as vf:
         if "v0" not in vf:
             with vf.stage_version("v0") as g:
@@ -61,6 +72,8 @@ def read(path: str, reads: int, last: int | None = None) -> tuple[int, int, int,
             except Exception as err:  # every error is counted, and shown
                 errors += 1
                 print(f"error: {type(err).__name__}: {err}", file=sys.stderr)
+            if done == 0:
+                Path(f"{path}.ready-{os.getpid()}").touch()  # the writer may start
             done += 1
             time.sleep(0.002)
     return done, errors, torn, len(seen)
@@ -71,8 +84,7 @@ def run(directory: Path, commits: int, reads: int, readers: int = 2) -> list[tup
     path = str(directory / "shared.h5")
     write(path, 0)  # v0, so that readers find a versioned file
     script = str(Path(__file__).resolve())
-    writer = subprocess.Popen([sys.executable, script, "writer", path, str(commits)])
-    time.sleep(0.3)
+    writer = subprocess.Popen([sys.executable, script, "writer", path, str(commits), str(readers)])
     procs = [
         subprocess.Popen(
             [sys.executable, script, "reader", path, str(reads), str(commits)],
@@ -93,6 +105,6 @@ def run(directory: Path, commits: int, reads: int, readers: int = 2) -> list[tup
 if __name__ == "__main__":
     role, target, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if role == "writer":
-        write(target, count)
+        write(target, count, int(sys.argv[4]) if len(sys.argv) > 4 else 0)
     else:
         print(*read(target, count, int(sys.argv[4]) if len(sys.argv) > 4 else None))
