@@ -12,6 +12,7 @@ import pytest
 
 import h5vc
 from h5vc import VersionNotFoundError, delete_versions, modify_metadata
+from h5vc.errors import ClosedError
 from h5vc.wrappers import direct
 
 N = 100
@@ -106,3 +107,15 @@ def test_a_kept_dataset_reads_after_an_abandoned_stage(tmp_path: Path, read_path
             raise RuntimeError("changed my mind")
         np.testing.assert_array_equal(kept[:], expected["v3"])
         assert "v4" not in vf
+
+
+def test_a_kept_object_of_a_closed_file_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "closed.h5"
+    _versions(path)
+    with h5vc.open(path, "r") as vf:
+        kept = vf["v2"]["x"]
+        group = vf["v2"]
+    with pytest.raises(ClosedError, match=r"'/x' of version 'v2'.*closed"):
+        kept[:]
+    with pytest.raises(ClosedError, match=r"'v2'.*closed"):
+        group["x"]

@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import ReadOnlyError, VersionNotFoundError
+from h5vc.errors import ClosedError, ReadOnlyError, VersionNotFoundError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
@@ -361,6 +361,11 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
 def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
     """The group of committed ``version``, for ``what`` (an object of it opened
     earlier) to be opened anew; raises if the version was deleted meanwhile."""
+    if not state.root.id.valid:
+        raise ClosedError(
+            f"{what} of version {version!r} belongs to {state.filename!r}, which was "
+            f"closed. Reopen the file and open the version again."
+        )
     try:
         return state.version_group(version)
     except VersionNotFoundError:
