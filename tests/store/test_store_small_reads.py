@@ -216,3 +216,34 @@ def test_names_with_percent_signs(tmp_path: Path, name: str) -> None:
             np.testing.assert_array_equal(virtual[:], want)
     with h5vc.open(path, "r") as vf:
         assert h5vc.verify(vf).ok
+
+
+@pytest.mark.parametrize("mode", ["r", "r+"])  # mappings read from the file, or from HDF5
+def test_a_copied_tree_is_read_from_its_own_chunks(tmp_path: Path, mode: str) -> None:
+    """A versioned tree copied within the file keeps virtual datasets whose source names
+    point at the original's chunks: h5vc reads the copy's own chunks (HDF5's read of the
+    copy's virtual datasets would read the original's)."""
+    path = tmp_path / "copied.h5"
+    with h5py.File(path, "w") as f:
+        vf = h5vc.VersionedHDF5File(f.create_group("data"))
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(40.0), chunks=(10,))
+        with vf.stage_version("v2") as g:
+            g["x"][:] = np.arange(40.0) + 100
+        with vf.stage_version("v3") as g:
+            g["x"][0] = -1.0
+    want = np.arange(40.0) + 100
+    want[0] = -1.0
+    with h5py.File(path, "r+") as f:
+        f.copy(f["data"], "backup")
+        h5vc.delete_versions(h5vc.VersionedHDF5File(f["data"]), ["v1", "v2"])  # chunks move
+    with h5py.File(path, mode) as f:
+        source = f["backup/_version_data/versions/v3/x"].virtual_sources()[0].dset_name
+        assert source.startswith("/data/")  # the copy's virtual dataset reads the original's
+        copied = h5vc.VersionedHDF5File(f["backup"])["v3"]["x"]
+        np.testing.assert_array_equal(copied[:], want)
+        np.testing.assert_array_equal(copied[5:15], want[5:15])
+        assert copied._direct is not None and copied._direct._virtual is None
+        original = h5vc.VersionedHDF5File(f["data"])["v3"]["x"]
+        np.testing.assert_array_equal(original[:], want)
+        assert original._direct is not None and original._direct._virtual is not None

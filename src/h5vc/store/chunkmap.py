@@ -47,7 +47,7 @@ class Runs:
 class ChunkMap:
     """The ``raw_data`` slot of every chunk of one dataset in one version."""
 
-    __slots__ = ("_run_ids", "blocks", "chunks", "shape", "slots")
+    __slots__ = ("_run_ids", "blocks", "chunks", "shape", "slots", "source")
 
     def __init__(self, shape: tuple[int, ...], chunks: tuple[int, ...], slots: np.ndarray):
         expected = grid_shape(shape, chunks)
@@ -61,8 +61,10 @@ class ChunkMap:
         self.slots = slots
         self._run_ids: np.ndarray | None = None
         #: The number of blocks in the mappings of the virtual dataset the map was read
-        #: from (None: not read from one).
+        #: from, and the source file and dataset names they all read, as stored (None:
+        #: not read from one, or more than one source).
         self.blocks: int | None = None
+        self.source: tuple[bytes, bytes] | None = None
 
     @classmethod
     def empty(cls, shape: tuple[int, ...], chunks: tuple[int, ...]) -> ChunkMap:

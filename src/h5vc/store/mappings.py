@@ -57,15 +57,24 @@ _MAX_REGULAR_BLOCKS = 1 << 20
 @dataclass(frozen=True)
 class Mappings:
     """The blocks of every mapping: ``(n, 2, ndim)`` start and inclusive end
-    coordinates, virtual and source side, and how many blocks each mapping has."""
+    coordinates, virtual and source side, and how many blocks each mapping has; and
+    the distinct ``(source file, source dataset)`` names the mappings read from, as
+    stored (``"."`` is the virtual dataset's own file; ``"%%"`` stands for ``"%"``)."""
 
     virtual: np.ndarray
     source: np.ndarray
     counts: np.ndarray
     source_counts: np.ndarray
+    sources: frozenset[tuple[bytes, bytes]] = frozenset()
 
     @classmethod
-    def of(cls, virtual: list[np.ndarray], source: list[np.ndarray], ndim: int) -> Mappings:
+    def of(
+        cls,
+        virtual: list[np.ndarray],
+        source: list[np.ndarray],
+        ndim: int,
+        sources: frozenset[tuple[bytes, bytes]] = frozenset(),
+    ) -> Mappings:
         """From one block array per mapping and side."""
 
         def joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -78,6 +87,7 @@ class Mappings:
             joined(source),
             np.array([len(b) for b in virtual], dtype=np.int64),
             np.array([len(b) for b in source], dtype=np.int64),
+            sources,
         )
 
 
@@ -173,6 +183,9 @@ def decode_mappings(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:
         if uniform is not None:
             return uniform
     sides = (_Side(blob, ndim), _Side(blob, ndim))  # source, virtual
+    # A name shared with an earlier entry (version 1) is one already collected.
+    files: set[bytes] = set()
+    datasets: set[bytes] = set()
     for number in range(count):
         if version == 1:
             if pos >= end:
@@ -181,20 +194,34 @@ def decode_mappings(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:
             pos += 1
             if flags & _SHARED_FILE:
                 pos = _shared(pos, sizeof_size, number, end)
-            elif not flags & _SAME_FILE:
-                pos = _string_end(blob, pos, end)
+            elif flags & _SAME_FILE:
+                files.add(b".")
+            else:
+                start, pos = pos, _string_end(blob, pos, end)
+                files.add(blob[start : pos - 1])
             if flags & _SHARED_DATASET:
                 pos = _shared(pos, sizeof_size, number, end)
             else:
-                pos = _string_end(blob, pos, end)
+                start, pos = pos, _string_end(blob, pos, end)
+                datasets.add(blob[start : pos - 1])
         else:
-            pos = _string_end(blob, _string_end(blob, pos, end), end)
+            start, middle = pos, _string_end(blob, pos, end)
+            pos = _string_end(blob, middle, end)
+            files.add(blob[start : middle - 1])
+            datasets.add(blob[middle : pos - 1])
         for side in sides:
             pos = side.add(pos, end)
     if pos != end:
         raise HeaderDamage(f"{end - pos} bytes after the last of {count} mappings")
     source, virtual = (side.blocks() for side in sides)
-    return Mappings(virtual, source, sides[1].counts(), sides[0].counts())
+    return Mappings(virtual, source, sides[1].counts(), sides[0].counts(), _pairs(files, datasets))
+
+
+def _pairs(files: set[bytes], datasets: set[bytes]) -> frozenset[tuple[bytes, bytes]]:
+    """The source names as pairs; a single pair when every mapping reads one dataset of
+    one file (what h5vc and versioned-hdf5 write), else every combination (which says
+    that there is more than one source)."""
+    return frozenset((f, d) for f in files for d in datasets)
 
 
 def _uniform(blob: bytes, pos: int, end: int, count: int, ndim: int) -> Mappings | None:
@@ -229,11 +256,14 @@ def _uniform(blob: bytes, pos: int, end: int, count: int, ndim: int) -> Mappings
             raise HeaderDamage("a block ends before it starts")
         return every
 
+    middle = _string_end(blob, pos, end)
+    names = (blob[pos : middle - 1], blob[middle : _string_end(blob, middle, end) - 1])
     return Mappings(
         coords(virtual_at, virtual_blocks),
         coords(source_at, source_blocks),
         np.full(count, virtual_blocks, dtype=np.int64),
         np.full(count, source_blocks, dtype=np.int64),
+        frozenset([names]),
     )
 
 

@@ -306,6 +306,8 @@ def read_chunk_map(
         stored = _mappings_from_hdf5(dataset)
     chunk_map = ChunkMap.empty(shape, chunks)
     chunk_map.blocks = len(stored.virtual)
+    if len(stored.sources) == 1:
+        chunk_map.source = next(iter(stored.sources))
     if not len(stored.counts):
         return chunk_map
     chunk_arr = np.asarray(chunks, dtype=np.int64)
@@ -337,10 +339,18 @@ def _mappings_from_hdf5(dataset: h5py.Dataset) -> Mappings:
         )
     vblocks: list[np.ndarray] = []
     sblocks: list[np.ndarray] = []
+    names: set[tuple[bytes, bytes]] = set()
     for i in range(dcpl.get_virtual_count()):
         vblocks.append(_blocks(dcpl.get_virtual_vspace(i), ndim))
         sblocks.append(_blocks(dcpl.get_virtual_srcspace(i), ndim))
-    return Mappings.of(vblocks, sblocks, ndim)
+        names.add(
+            (_as_bytes(dcpl.get_virtual_filename(i)), _as_bytes(dcpl.get_virtual_dsetname(i)))
+        )
+    return Mappings.of(vblocks, sblocks, ndim, frozenset(names))
+
+
+def _as_bytes(name: str | bytes) -> bytes:
+    return name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
 
 
 def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:

@@ -87,6 +87,7 @@ class DirectReader:
             and blocks is not None
             and blocks <= HDF5_READ_BLOCKS
             and dtype.kind in "biufc"
+            and chunk_map.source == _source_name(raw_data)
             and (chunk_map.slots.min(initial=0) >= 0 or _same_fill(virtual, dtype, fillvalue))
         ):
             self._virtual = virtual
@@ -232,6 +233,12 @@ class DirectReader:
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
         return out
+
+
+def _source_name(raw_data: h5py.Dataset) -> tuple[bytes, bytes]:
+    """How a virtual dataset of this file names ``raw_data`` as its source when HDF5
+    finds the data where h5vc does (a tree copied elsewhere keeps the old names)."""
+    return b".", (raw_data.name or "").encode().replace(b"%", b"%%")
 
 
 def _same_fill(virtual: h5py.Dataset, dtype: np.dtype, fillvalue: Any) -> bool:
