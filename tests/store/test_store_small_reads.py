@@ -247,3 +247,8 @@ def test_a_copied_tree_is_read_from_its_own_chunks(tmp_path: Path, mode: str) ->
         original = h5vc.VersionedHDF5File(f["data"])["v3"]["x"]
         np.testing.assert_array_equal(original[:], want)
         assert original._direct is not None and original._direct._virtual is not None
+        assert h5vc.verify(h5vc.VersionedHDF5File(f["data"])).ok
+        report = h5vc.verify(h5vc.VersionedHDF5File(f["backup"]))
+        assert not report.ok
+        assert any("/data/_version_data/x/raw_data" in str(p) for p in report.problems)
+        assert all(p.kind == "mapping" for p in report.problems)

@@ -22,6 +22,7 @@ from h5vc.store import layout, timeindex, tree
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.compact import slot_windows
 from h5vc.store.rawdata import RawDataStore
+from h5vc.store.vds import source_name
 from h5vc.versions.state import FileState, resolve_state
 
 __all__ = ["Problem", "ProgressCallback", "VerifyReport", "verify"]
@@ -293,6 +294,14 @@ def _check_object(
     if tuple(chunk_map.chunks) != tuple(store.chunks):
         problem(f"chunks {chunk_map.chunks} differ from its store's {store.chunks}")
         return
+    if chunk_map.source is not None and chunk_map.source != source_name(store.raw_data):
+        file, dataset = (name.decode("utf-8", "replace") for name in chunk_map.source)
+        where_file = "this file" if file == "." else repr(file)
+        problem(
+            f"HDF5 reads its chunks from {dataset!r} in {where_file}, not from "
+            f"{store.raw_data.name!r}: other HDF5 tools read other data than h5vc (was "
+            f"the versioned tree copied? h5vc.repack writes a consistent copy)"
+        )
     slots = chunk_map.slots[chunk_map.slots >= 0]
     if np.any(slots >= store.n_slots):
         problem(f"maps slot {int(slots.max())}; raw_data has {store.n_slots} slots")

@@ -71,6 +71,13 @@ def _fill_array(dtype: np.dtype, fillvalue: object) -> np.ndarray | None:
     return np.array(fillvalue, dtype=dtype)
 
 
+def source_name(raw_data: h5py.Dataset) -> tuple[bytes, bytes]:
+    """The source file and dataset names with which a virtual dataset of this file
+    maps ``raw_data``, as stored: ``"."`` is the same file, and ``"%%"`` stands for a
+    ``"%"`` of the path (HDF5 reads ``"%b"`` in a source name as a block number)."""
+    return b".", (raw_data.name or "").encode().replace(b"%", b"%%")
+
+
 def create_virtual_dataset(
     group: h5py.Group,
     name: str,
@@ -102,9 +109,7 @@ def create_virtual_dataset(
     if len(runs):
         blocks = _Blocks(runs, shape, chunk_map.chunks)
         groups = group_runs(runs, math.prod(chunk_map.chunks)) if merge else None
-        # HDF5 reads "%b" in a source name as a block number and "%%" as one "%".
-        source_name = raw_data.name.encode().replace(b"%", b"%%")
-        blocks.add_mappings(dcpl, vspace, sspace, source_name, groups)
+        blocks.add_mappings(dcpl, vspace, sspace, source_name(raw_data)[1], groups)
     vspace.select_all()
     dsid = h5d.create(group.id, name.encode(), raw_data.id.get_type(), vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)

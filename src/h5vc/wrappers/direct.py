@@ -28,6 +28,7 @@ from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.damage import damaged
 from h5vc.store.reading import RawDataSlab
+from h5vc.store.vds import source_name
 
 __all__ = ["HDF5_READ_BLOCKS", "HDF5_READ_BYTES", "MAX_PIECES", "DirectReader"]
 
@@ -87,7 +88,7 @@ class DirectReader:
             and blocks is not None
             and blocks <= HDF5_READ_BLOCKS
             and dtype.kind in "biufc"
-            and chunk_map.source == _source_name(raw_data)
+            and chunk_map.source == source_name(raw_data)  # not a copied tree's
             and (chunk_map.slots.min(initial=0) >= 0 or _same_fill(virtual, dtype, fillvalue))
         ):
             self._virtual = virtual
@@ -233,12 +234,6 @@ class DirectReader:
         if any(is_int for _, _, is_int in box):
             return out[tuple(0 if is_int else slice(None) for _, _, is_int in box)]
         return out
-
-
-def _source_name(raw_data: h5py.Dataset) -> tuple[bytes, bytes]:
-    """How a virtual dataset of this file names ``raw_data`` as its source when HDF5
-    finds the data where h5vc does (a tree copied elsewhere keeps the old names)."""
-    return b".", (raw_data.name or "").encode().replace(b"%", b"%%")
 
 
 def _same_fill(virtual: h5py.Dataset, dtype: np.dtype, fillvalue: Any) -> bool:
