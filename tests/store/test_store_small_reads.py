@@ -175,22 +175,6 @@ def test_virtual_fill_must_match(tmp_path: Path, vds_fill: Any, used: bool) -> N
         np.testing.assert_array_equal(reader.read(slice(3, 9)), want[3:9])
 
 
-def test_damaged_chunk_read_from_the_virtual_dataset_names_raw_data(tmp_path: Path) -> None:
-    path = tmp_path / "damaged.h5"
-    with h5vc.open(path, "w") as vf, vf.stage_version("v1") as g:
-        g.create_dataset("z", data=np.arange(1000.0), chunks=(100,), compression="gzip")
-    with h5py.File(path, "r") as f:
-        info = f["_version_data/z/raw_data"].id.get_chunk_info(3)
-    with open(path, "r+b") as file:
-        file.seek(info.byte_offset + 2)
-        file.write(b"\xff" * 8)
-    with h5vc.open(path, "r") as vf:
-        dataset = vf["v1"]["z"]
-        assert dataset[:200].tolist() == list(range(200))  # undamaged chunks read
-        with pytest.raises(h5vc.CorruptDataError, match="/_version_data/z/raw_data"):
-            dataset[250:350]
-
-
 @pytest.mark.parametrize("name", ["a%b", "p%%q", "c%d", "ends%", "sub%s/x%b"])
 def test_names_with_percent_signs(tmp_path: Path, name: str) -> None:
     """HDF5 reads "%b" in a virtual dataset's source name as a block number: the source

@@ -228,7 +228,9 @@ def _uniform(blob: bytes, pos: int, end: int, count: int, ndim: int) -> Mappings
     """The mappings of a version-0 list whose entries differ in their coordinates
     only (the same names, selections of the same number of blocks), decoded at
     once; None if they differ otherwise."""
-    first = _string_end(blob, _string_end(blob, pos, end), end)
+    middle = _string_end(blob, pos, end)
+    first = _string_end(blob, middle, end)
+    names = (blob[pos : middle - 1], blob[middle : first - 1])  # source file, dataset
     offsets = []
     for _ in range(2):  # source, virtual
         if first + 24 > end:
@@ -256,8 +258,6 @@ def _uniform(blob: bytes, pos: int, end: int, count: int, ndim: int) -> Mappings
             raise HeaderDamage("a block ends before it starts")
         return every
 
-    middle = _string_end(blob, pos, end)
-    names = (blob[pos : middle - 1], blob[middle : _string_end(blob, middle, end) - 1])
     return Mappings(
         coords(virtual_at, virtual_blocks),
         coords(source_at, source_blocks),

@@ -348,14 +348,9 @@ def _mappings_from_hdf5(dataset: h5py.Dataset) -> Mappings:
     for i in range(dcpl.get_virtual_count()):
         vblocks.append(_blocks(dcpl.get_virtual_vspace(i), ndim))
         sblocks.append(_blocks(dcpl.get_virtual_srcspace(i), ndim))
-        names.add(
-            (_as_bytes(dcpl.get_virtual_filename(i)), _as_bytes(dcpl.get_virtual_dsetname(i)))
-        )
+        file, name = dcpl.get_virtual_filename(i), dcpl.get_virtual_dsetname(i)
+        names.add((file.encode(), name.encode()))
     return Mappings.of(vblocks, sblocks, ndim, frozenset(names))
-
-
-def _as_bytes(name: str | bytes) -> bytes:
-    return name if isinstance(name, bytes) else name.encode("utf-8", "surrogateescape")
 
 
 def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:

@@ -219,7 +219,7 @@ class CommittedDataset(_DatasetBase):
         chunk_map: ChunkMap,
         raw_data: h5py.Dataset,
         fillvalue: Any,
-        state: FileState | None = None,
+        state: FileState,
     ):
         self._version = version
         self._path = path
@@ -228,7 +228,7 @@ class CommittedDataset(_DatasetBase):
         #: The file's state, whose generation tells when the objects read here were
         #: changed (versions deleted, metadata rewritten, a failed write rolled back).
         self._state = state
-        self._generation = -1 if state is None else state.generation
+        self._generation = state.generation
         self._take(dataset, chunk_map, raw_data, fillvalue)
 
     def _take(
@@ -248,7 +248,7 @@ class CommittedDataset(_DatasetBase):
         chunks may have moved and virtual datasets been rebuilt, so what was read
         then would read other data now. Raises if its version is gone."""
         state = self._state
-        if state is None or state.generation == self._generation:
+        if state.generation == self._generation:
             return
         generation = state.generation
         fresh = reopen_in(state, self._version, self._path)
