@@ -17,6 +17,7 @@ import numpy as np
 
 from h5vc.api import VersionedHDF5File
 from h5vc.store import layout
+from h5vc.store.tree import find
 from h5vc.versions import FileState, dataset_chunks, object_address
 
 __all__ = ["DatasetUsage", "TreeNode", "Usage", "disk_usage", "version_tree"]
@@ -121,7 +122,7 @@ def _new_bytes(
 ) -> int:
     used = _used(state, version, path, dataset)
     for parent in parents:
-        other = state.versions[parent].get(path)
+        other = find(state.versions[parent], path)
         if not isinstance(other, h5py.Dataset):
             continue
         if object_address(other) == object_address(dataset):

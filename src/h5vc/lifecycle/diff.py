@@ -24,7 +24,7 @@ from h5vc.store import layout
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.reading import read_fill, staged_array
-from h5vc.store.tree import dataset_chunks, join_path
+from h5vc.store.tree import dataset_chunks, find, join_path
 from h5vc.store.tree import object_address as address
 from h5vc.versions import FileState, resolve_state
 
@@ -321,5 +321,5 @@ def _reader(state: FileState, version: str, path: str, chunk_map: ChunkMap) -> A
 
 
 def _dataset_or_none(group: h5py.Group, path: str) -> h5py.Dataset | None:
-    obj = group.get(path)
+    obj = find(group, path)
     return obj if isinstance(obj, h5py.Dataset) else None

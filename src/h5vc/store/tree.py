@@ -31,6 +31,8 @@ __all__ = [
     "copy_attrs",
     "dataset_chunks",
     "drop_store",
+    "find",
+    "find_group",
     "initialize",
     "join_path",
     "link_object",
@@ -252,16 +254,28 @@ class DatasetObject:
         return read_chunk_map(dataset, dataset_chunks(dataset), mappings)
 
 
-def _alternates_group(version_data: h5py.Group, path: str) -> h5py.Group | None:
-    """The group of the alternate stores of ``path``, or None.  Walked one link at a
-    time: most files have none, and a multi-link lookup that fails halfway costs an
-    HDF5 error stack (whose message h5py has been seen to fail to decode)."""
-    group: Any = version_data
-    for name in (layout.ALT_STORES, *path.strip("/").split("/")):
-        if not isinstance(group, h5py.Group) or name not in group:
+def find(group: h5py.Group, path: str) -> Any:
+    """The object at ``path`` under ``group``, or None where there is none.  Walked one
+    link at a time: a multi-link lookup that fails halfway costs an HDF5 error stack,
+    whose message h5py has been seen to fail to decode (a ``UnicodeDecodeError`` from
+    whatever bytes the message buffer held) instead of raising ``KeyError``."""
+    found: Any = group
+    for name in path.strip("/").split("/"):
+        if not isinstance(found, h5py.Group) or name not in found:
             return None
-        group = group[name]
-    return group if isinstance(group, h5py.Group) else None
+        found = found[name]
+    return found
+
+
+def find_group(group: h5py.Group, path: str) -> h5py.Group | None:
+    """The group at ``path`` under ``group``, or None (see :func:`find`)."""
+    found = find(group, path)
+    return found if isinstance(found, h5py.Group) else None
+
+
+def _alternates_group(version_data: h5py.Group, path: str) -> h5py.Group | None:
+    """The group of the alternate stores of ``path``, or None (most files have none)."""
+    return find_group(version_data, f"{layout.ALT_STORES}/{path.strip('/')}")
 
 
 def alternate_stores(version_data: h5py.Group, path: str) -> list[str]:

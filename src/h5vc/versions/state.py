@@ -200,10 +200,8 @@ class FileState:
             return cached
         where = f"The chunk store {self.version_data.name}/{path}"
         with damaged(self.filename, where):
-            group = self.version_data.get(path)
-            if not isinstance(group, h5py.Group) or not (
-                layout.RAW_DATA in group or layout.HASH_TABLE in group
-            ):
+            group = tree.find_group(self.version_data, path)
+            if group is None or not (layout.RAW_DATA in group or layout.HASH_TABLE in group):
                 return None
             store = RawDataStore(group)
         self._stores[path] = store
