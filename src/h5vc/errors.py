@@ -45,6 +45,10 @@ __all__ = [
     "ArrayMismatchError",
     "UnsupportedDtypeError",
     "TimestampOrderError",
+    "WriterActiveError",
+    "JournalConflictError",
+    "JournalPendingError",
+    "UnjournaledFileWarning",
 ]
 
 
@@ -217,3 +221,19 @@ class TimestampOrderError(InvalidTimestampError):
 
 class WriterActiveError(H5vcError, BlockingIOError):
     """The file is being written by another process (or another handle of this one)."""
+
+
+class JournalConflictError(H5vcError, OSError):
+    """A crashed writer's journal cannot be rolled back: another program changed the
+    file after the crash, and rolling back would undo its changes."""
+
+
+class JournalPendingError(H5vcError, OSError):
+    """A crashed writer left a journal that must be rolled back before the file is
+    written, and the handle given cannot do it (see the message for the command)."""
+
+
+class UnjournaledFileWarning(UserWarning):
+    """A writable h5py file that h5vc cannot take over (other objects of it are open,
+    or it uses a driver other than HDF5's default): it is written without the rollback
+    journal, so a crash in the middle of a write can damage it."""

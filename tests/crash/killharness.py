@@ -13,6 +13,9 @@ the log reports committed with its checksum, then commits a new version on top.
 has already imported numpy, h5py and h5vc, so a kill costs little more than the work it
 interrupts. A file stays in use for several kills, so recovery is tried on files that
 have been recovered before.
+
+``opener`` chooses how both open the file: ``"h5vc"`` with :func:`h5vc.open`, ``"h5py"``
+as code written for versioned-hdf5 does, ``h5py.File`` then ``VersionedHDF5File``.
 """
 
 from __future__ import annotations
@@ -29,12 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import h5py
 import numpy as np
 
 import h5vc
 
 LARGE_ELEMENTS = 600_000  # 4.8 MB of float64: stored at once (write-through)
 MAX_VERSIONS = 24  # older versions are deleted beyond this, keeping files small
+OPENERS = ("h5vc", "h5py")
+
+
+def open_versioned(stack: contextlib.ExitStack, path: str, mode: str, opener: str) -> Any:
+    """The versioned file at ``path``, opened as ``opener`` says; closed with ``stack``."""
+    if opener == "h5vc":
+        return stack.enter_context(h5vc.open(path, mode))
+    return h5vc.VersionedHDF5File(stack.enter_context(h5py.File(path, mode)))
 
 
 # --------------------------------------------------------------------------- the side log
@@ -132,8 +144,9 @@ def read_tree(group: Any) -> tuple[dict[str, np.ndarray], dict[str, dict[str, An
 class Writer:
     """Applies seeded operations to a versioned file, logging each one."""
 
-    def __init__(self, path: Path, log_path: Path, seed: int, run: int):
+    def __init__(self, path: Path, log_path: Path, seed: int, run: int, opener: str = "h5vc"):
         self.path = path
+        self.opener = opener
         self.log_path = log_path
         self.rng = np.random.default_rng(seed)
         self.run = run
@@ -146,7 +159,7 @@ class Writer:
             self.datasets, self.attrs = read_tree(self.vf[None])
 
     def _open(self) -> h5vc.VersionedHDF5File:
-        return self.files.enter_context(h5vc.open(str(self.path), "a"))
+        return open_versioned(self.files, str(self.path), "a", self.opener)
 
     def name(self, prefix: str) -> str:
         self.counter += 1
@@ -334,10 +347,12 @@ class Writer:
         append_log(self.log_path, {"end": "repack"})
 
 
-def run_writer(path: str, log_path: str, seed: int, run: int, max_steps: int = 10**9) -> None:
+def run_writer(
+    path: str, log_path: str, seed: int, run: int, opener: str = "h5vc", max_steps: int = 10**9
+) -> None:
     """Process entry point: apply operations until killed (or ``max_steps``)."""
     try:
-        writer = Writer(Path(path), Path(log_path), seed, run)
+        writer = Writer(Path(path), Path(log_path), seed, run, opener)
         for _ in range(max_steps):
             writer.step()
         writer.files.close()
@@ -392,13 +407,17 @@ def _commit_on_top(vf: h5vc.VersionedHDF5File, log_path: Path, trial: int) -> No
     append_log(log_path, {"end": "commit", "version": name})
 
 
-def check_file(path: str, log_path: str, trial: int, result_path: str) -> None:
+def check_file(
+    path: str, log_path: str, trial: int, result_path: str, opener: str = "h5vc"
+) -> None:
     """Process entry point: check the file after a kill; the result goes to a JSON file."""
     result = CheckResult()
     log = read_log(Path(log_path))
+    # A file whose first commit never finished is empty after recovery.
+    mode = "r+" if log.committed else "a"
     try:
-        # A file whose first commit never finished does not exist after recovery.
-        with h5vc.open(path, "r+" if log.committed else "a") as vf:
+        with contextlib.ExitStack() as stack:
+            vf = open_versioned(stack, path, mode, opener)
             result.opened = True
             present = set(vf.versions)
             in_flight = log.pending or {}
@@ -492,6 +511,7 @@ def run_kills(
     seed: int = 0,
     max_delay: float = 1.2,
     kills_per_file: int = 8,
+    opener: str = "h5vc",
     progress: Any = None,
 ) -> Tally:
     """Run ``kills`` writer processes, each killed with SIGKILL after a random delay."""
@@ -510,7 +530,8 @@ def run_kills(
                 uses = 0
             uses += 1
             writer = ctx.Process(
-                target=run_writer, args=(str(path), str(log_path), seed * 100_003 + trial, trial)
+                target=run_writer,
+                args=(str(path), str(log_path), seed * 100_003 + trial, trial, opener),
             )
             writer.start()
             writer.join(picker.uniform(0.0, max_delay))
@@ -528,7 +549,8 @@ def run_kills(
                 continue
             result_path = directory / f"check{trial}.json"
             checker = ctx.Process(
-                target=check_file, args=(str(path), str(log_path), trial, str(result_path))
+                target=check_file,
+                args=(str(path), str(log_path), trial, str(result_path), opener),
             )
             checker.start()
             checker.join(300)

@@ -1,6 +1,7 @@
 """A write that fails at any point of a commit, ``delete_versions`` or
 ``modify_metadata`` leaves every earlier version intact, the operation undone, and the
-file ready for the next operation."""
+file ready for the next operation: in files opened by ``h5vc.open`` and in files that
+code written for plain h5py opens (``h5py.File`` then ``VersionedHDF5File``)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import errno
 import functools
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 
@@ -82,9 +84,20 @@ def _check(vf: h5vc.VersionedHDF5File, model: dict[str, dict[str, np.ndarray]]) 
     _check_versions(vf, model)
 
 
+@contextlib.contextmanager
+def _open(path: Path, opener: str) -> Iterator[h5vc.VersionedHDF5File]:
+    if opener == "h5vc":
+        with h5vc.open(str(path), "r+") as vf:
+            yield vf
+    else:
+        with h5py.File(path, "r+") as f:
+            yield h5vc.VersionedHDF5File(f)
+
+
+@pytest.mark.parametrize("opener", ["h5vc", "h5py"])
 @pytest.mark.parametrize("operation", list(OPERATIONS))
 def test_a_failing_write_anywhere_loses_nothing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operation: str, opener: str
 ) -> None:
     """The k-th write fails, for every k: an I/O error or, every other k, a full disk."""
     original = tmp_path / "original.h5"
@@ -96,7 +109,7 @@ def test_a_failing_write_anywhere_loses_nothing(
         shutil.copy(original, path)
         fault = _fail_at(monkeypatch, failing)
         succeeded = False
-        with contextlib.suppress(OSError), h5vc.open(str(path), "r+") as vf:
+        with contextlib.suppress(OSError), _open(path, opener) as vf:
             try:
                 OPERATIONS[operation](vf)
             except OSError:

@@ -9,15 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import killharness
+import pytest
 
 import h5vc
 
 
-def test_the_writer_model_agrees_with_the_file_without_kills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("opener", killharness.OPENERS)
+def test_the_writer_model_agrees_with_the_file_without_kills(tmp_path: Path, opener: str) -> None:
     """The harness itself: with no kill, every logged version reads as logged."""
     path, log = tmp_path / "data.h5", tmp_path / "data.log"
     for run in range(2):
-        writer = killharness.Writer(path, log, seed=run, run=run)
+        writer = killharness.Writer(path, log, seed=run, run=run, opener=opener)
         for _ in range(12):
             writer.step()
         writer.files.close()
@@ -29,8 +31,11 @@ def test_the_writer_model_agrees_with_the_file_without_kills(tmp_path: Path) -> 
             assert killharness.tree_checksum(*killharness.read_tree(vf[name])) == checksum, name
 
 
-def test_killed_writers_lose_no_committed_version(tmp_path: Path) -> None:
-    tally = killharness.run_kills(tmp_path, 16, seed=15, max_delay=0.9, kills_per_file=6)
+@pytest.mark.parametrize("opener", killharness.OPENERS)
+def test_killed_writers_lose_no_committed_version(tmp_path: Path, opener: str) -> None:
+    tally = killharness.run_kills(
+        tmp_path, 16, seed=15, max_delay=0.9, kills_per_file=6, opener=opener
+    )
     assert tally.kills == 16
     assert tally.checked > 16
     assert tally.ok(), tally.summary() + "\n" + "\n".join(tally.examples)

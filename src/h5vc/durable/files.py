@@ -7,9 +7,16 @@ JournaledFile`: h5vc marks a *commit point* at the end of every commit,
 that fails is undone by :func:`roll_back`, which restores the file to the last commit
 point and reopens it. A leftover journal is rolled back whenever the file is opened.
 
+A writable ``h5py.File`` that a caller opened and hands to ``VersionedHDF5File`` is
+taken over (:func:`adopt`): h5vc closes HDF5's handle and reopens the file through the
+journal in the same ``h5py.File`` object, so code written for plain h5py gets the same
+guarantees.
+
 One process writes a file at a time: a writer holds an open-file-description lock on
-a byte range far beyond the end of the file (so HDF5's own ``flock`` of readers is not
-involved); a second writer gets :class:`~h5vc.errors.WriterActiveError`.
+a byte beyond the end of the file (h5vc's writers exclude each other), and a shared
+``flock`` of the whole file, which HDF5's own writers (``h5py.File(path, "r+")``) ask
+for exclusively and so are refused, while HDF5's readers (shared) are not. A second
+writer gets :class:`~h5vc.errors.WriterActiveError`.
 """
 
 from __future__ import annotations
@@ -17,17 +24,22 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import gc
 import os
 import struct
 import time
+import warnings
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import h5py
 
 from h5vc.durable.journal import JournaledFile, journal_path, recover
-from h5vc.errors import WriterActiveError
+from h5vc.errors import JournalPendingError, UnjournaledFileWarning, WriterActiveError
 
 __all__ = [
+    "adopt",
     "close_file",
     "commit_point",
     "journal_of",
@@ -44,16 +56,9 @@ _APPLY_BYTE = _WRITER_BYTE + 1
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
 
 
-class _Open:
-    """What h5vc keeps for a file it opened for writing."""
-
-    def __init__(self, journal: JournaledFile, lock_fd: int):
-        self.journal = journal
-        self.lock_fd = lock_fd
-
-
-#: HDF5's file number -> the journal and lock of a file h5vc opened for writing.
-_OPEN: dict[Any, _Open] = {}
+#: HDF5's file number -> the journal of a file h5vc writes (held weakly: a caller's
+#: h5py.File that h5vc took over is finished when HDF5 closes it, see :func:`adopt`).
+_OPEN: weakref.WeakValueDictionary[Any, JournaledFile] = weakref.WeakValueDictionary()
 #: Real paths this process has open for writing (a second writer here is refused too).
 _WRITING: set[str] = set()
 
@@ -124,6 +129,48 @@ def _writer_busy_error(path: str) -> WriterActiveError:
     )
 
 
+def _take_writer_locks(path: str, lock_fd: int) -> None:
+    """Take h5vc's writer lock and the shared ``flock`` that keeps HDF5's writers out."""
+    if not _lock(lock_fd, fcntl.F_WRLCK):
+        raise _writer_busy_error(path)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+            raise
+        raise WriterActiveError(
+            f"Cannot open {path!r} for writing: another program has it open for writing "
+            f"through HDF5 (h5py.File with mode 'r+', 'a' or 'w' holds HDF5's lock). "
+            f"Close that handle first, or open the file read-only."
+        ) from None
+
+
+def _writing_here(real: str) -> bool:
+    """True if this process writes the file at real path ``real``.
+
+    A file HDF5 has closed whose journal is kept alive by a reference cycle is
+    finished by the garbage collector: it is run once before saying so.
+    """
+    if real in _WRITING:
+        gc.collect()
+    return real in _WRITING
+
+
+def _release(path: str, lock_fd: int) -> None:
+    _WRITING.discard(os.path.realpath(path))
+    os.close(lock_fd)  # releases both locks
+
+
+def _journaled(path: str, lock_fd: int, *, create: bool, durable: bool) -> JournaledFile:
+    return JournaledFile(
+        path,
+        create=create,
+        durable=durable,
+        apply_lock=_apply_lock(lock_fd),
+        on_close=lambda: _release(path, lock_fd),
+    )
+
+
 def open_file(
     path: str | os.PathLike[str], mode: str, *, durable: bool = False, **kwargs: Any
 ) -> h5py.File:
@@ -144,30 +191,162 @@ def open_file(
     if mode == "r+" and not exists:
         raise FileNotFoundError(f"Cannot open {path!r} with mode 'r+': no such file.")
     real = os.path.realpath(path)
-    if real in _WRITING:
+    if _writing_here(real):
         raise WriterActiveError(
             f"Cannot open {path!r} for writing: this process already has it open for "
             f"writing. Close that handle first."
         )
     lock_fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        if not _lock(lock_fd, fcntl.F_WRLCK):
-            raise _writer_busy_error(path)
+        _take_writer_locks(path, lock_fd)
         create = mode in ("w", "w-", "x") or not exists or os.path.getsize(path) == 0
-        journal = JournaledFile(
-            path, create=create, durable=durable, apply_lock=_apply_lock(lock_fd)
-        )
-        try:
-            file = h5py.File(journal, "w" if create else "r+", **kwargs)
-        except BaseException:
-            journal.close()
-            raise
+        journal = _journaled(path, lock_fd, create=create, durable=durable)
     except BaseException:
         os.close(lock_fd)
         raise
-    _OPEN[file.id.fileno] = _Open(journal, lock_fd)
     _WRITING.add(real)
+    try:
+        file = h5py.File(journal, "w" if create else "r+", **kwargs)
+    except BaseException:
+        journal.close()
+        raise
+    _OPEN[file.id.fileno] = journal
     return file
+
+
+def adopt(file: h5py.File) -> bool:
+    """Make a writable ``h5py.File`` that the caller opened go through the journal and
+    hold the writer locks, as a file from :func:`open_file` does. True if it does now.
+
+    HDF5's handle of the file is flushed and closed, the file is reopened through a
+    :class:`JournaledFile`, and the new handle is put into the same ``h5py.File``
+    object, so the caller's ``with`` block and later uses of ``file`` work on it; HDF5
+    closing it (``file.close()``) commits its last writes. A journal left by a crashed
+    writer is rolled back first. A file that cannot be taken over (other objects of it
+    are open, or it uses a driver other than HDF5's default) keeps HDF5's handle: if a
+    crashed writer's journal is waiting, :class:`JournalPendingError` is raised;
+    otherwise it is written without the journal, with a warning. A file read through a
+    Python file object or held in memory (drivers ``fileobj`` and ``core``) is left
+    as it is, without a warning.
+    """
+    if file.mode != "r+" or journal_of(file) is not None:
+        return journal_of(file) is not None
+    if file.driver in _IN_MEMORY_DRIVERS:
+        return False  # a Python file object or memory: whoever provides it keeps it safe
+    path = os.fspath(file.filename)
+    reason = _cannot_adopt(file, path)
+    if reason:
+        if os.path.exists(journal_path(path)):
+            raise JournalPendingError(
+                f"Cannot write {path!r}: a writer that crashed left {journal_path(path)!r}, "
+                f"which must roll the file back to its last commit point first, and h5vc "
+                f"cannot take over this handle ({reason}). Close it, open the file once "
+                f"with h5vc.open({path!r}) (or run `h5vc log {path}`), then reopen it."
+            )
+        lock_fd = os.open(path, os.O_RDONLY)
+        try:
+            if not _lock(lock_fd, fcntl.F_RDLCK):  # an h5vc writer holds the file
+                raise _writer_busy_error(path)
+        finally:
+            os.close(lock_fd)
+        warnings.warn(
+            f"{path!r} is written without h5vc's rollback journal: {reason}. A crash "
+            f"while it is written can damage it; open it with h5vc.open(), or pass "
+            f"VersionedHDF5File an h5py.File with nothing else of it open.",
+            UnjournaledFileWarning,
+            stacklevel=3,
+        )
+        return False
+    real = os.path.realpath(path)
+    if _writing_here(real):
+        raise WriterActiveError(
+            f"Cannot write {path!r}: this process already has it open for writing "
+            f"through h5vc. Close that handle first."
+        )
+    settings = _access_settings(file)
+    lock_fd = os.open(path, os.O_RDWR)
+    if not _lock(lock_fd, fcntl.F_WRLCK):
+        os.close(lock_fd)
+        raise _writer_busy_error(path)
+    if os.path.exists(journal_path(path)):
+        # A crashed writer's journal: HDF5 opened the file as that writer left it, so
+        # what it would write at its close must not reach the file before recovery.
+        _close_without_writing(file, path)
+    else:
+        file.flush()
+        file.id.close()  # HDF5's handle (and its flock) goes; the file is as flushed
+    try:
+        _take_writer_locks(path, lock_fd)
+        journal = _journaled(path, lock_fd, create=False, durable=False)
+    except BaseException:
+        os.close(lock_fd)
+        file._id = h5py.File(path, "r+", **settings).id  # the caller keeps its file
+        raise
+    _WRITING.add(real)
+    try:
+        reopened = h5py.File(journal, "r+", **settings)
+    except BaseException:
+        journal.close()
+        file._id = h5py.File(path, "r+", **settings).id
+        raise
+    file._id = reopened.id  # the caller's object now uses the journaled handle
+    journal.owner = weakref.ref(file)
+    _OPEN[file.id.fileno] = journal
+    _finish_on_close(file, weakref.ref(journal))
+    return True
+
+
+def _finish_on_close(file: h5py.File, journal: Callable[[], JournaledFile | None]) -> None:
+    """Make ``file.close()`` (and the end of its ``with`` block) finish the journal: the
+    locks go with the close, whoever else still holds the journal object. HDF5's view
+    is flushed first, so what the journal commits is whole even if another handle of
+    the file keeps HDF5 from closing it at once."""
+    close = type(file).close
+
+    def close_and_finish() -> None:
+        if file.id.valid:
+            file.flush()
+        close(file)
+        found = journal()
+        if found is not None:
+            found.finish()
+
+    file.close = close_and_finish  # type: ignore[method-assign]
+
+
+def _close_without_writing(file: h5py.File, path: str) -> None:
+    """Close HDF5's handle of ``file`` so that nothing it still holds reaches the file:
+    its descriptor is replaced by a read-only one first (HDF5's writes then fail)."""
+    readonly = os.open(path, os.O_RDONLY)
+    try:
+        os.dup2(readonly, file.id.get_vfd_handle())
+    finally:
+        os.close(readonly)
+    with contextlib.suppress(Exception):  # HDF5 reports the writes it could not make
+        file.id.close()
+
+
+#: Drivers whose bytes h5vc cannot journal nor lock: a Python file object (HDF5's
+#: ``fileobj`` driver) or memory (``core``). They are written as HDF5 writes them.
+_IN_MEMORY_DRIVERS = frozenset({"fileobj", "core"})
+
+
+def _cannot_adopt(file: h5py.File, path: str) -> str:
+    """Why ``file`` cannot be taken over ("" if it can)."""
+    if file.driver != "sec2":
+        return f"it uses HDF5's {file.driver!r} driver"
+    if not os.path.isfile(path):
+        return "it is no file on disk"
+    others = h5py.h5f.get_obj_count(file.id, h5py.h5f.OBJ_ALL) - 1
+    if others:
+        return f"{others} other object(s) of the file are open (groups, datasets or files)"
+    return ""
+
+
+def _access_settings(file: h5py.File) -> dict[str, Any]:
+    """The caller's file-access settings that a reopened handle keeps."""
+    _, slots, nbytes, w0 = file.id.get_access_plist().get_cache()
+    return {"libver": file.libver, "rdcc_nslots": slots, "rdcc_nbytes": nbytes, "rdcc_w0": w0}
 
 
 def recover_abandoned(path: str) -> None:
@@ -187,8 +366,7 @@ def recover_abandoned(path: str) -> None:
 
 
 def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:
-    opened = _OPEN.get(file.file.id.fileno) if file.id.valid else None
-    return None if opened is None else opened.journal
+    return _OPEN.get(file.file.id.fileno) if file.id.valid else None
 
 
 def commit_point(root: h5py.Group) -> None:
@@ -207,14 +385,14 @@ def roll_back(root: h5py.Group) -> h5py.Group | None:
     """Restore the file of ``root`` to its last commit point and reopen it.
 
     Returns the same group in the reopened file, or ``None`` if the file was not
-    opened through h5vc (nothing is done then).
+    opened through h5vc (nothing is done then). A caller's ``h5py.File`` that h5vc
+    took over gets the reopened handle.
     """
     fileno = root.file.id.fileno
-    opened = _OPEN.get(fileno)
-    if opened is None:
+    journal = _OPEN.get(fileno)
+    if journal is None:
         return None
     name = root.name or "/"
-    journal = opened.journal
     journal.roll_back()
     journal.discarding = True
     with contextlib.suppress(Exception):
@@ -222,7 +400,11 @@ def roll_back(root: h5py.Group) -> h5py.Group | None:
     journal.discarding = False
     del _OPEN[fileno]
     file = h5py.File(journal, "r+")
-    _OPEN[file.id.fileno] = opened
+    owner = journal.owner() if journal.owner is not None else None
+    if owner is not None:
+        owner._id = file.id
+        file = owner
+    _OPEN[file.id.fileno] = journal
     return file[name]
 
 
@@ -232,12 +414,11 @@ def close_file(file: h5py.File) -> None:
     If a write failed since the last commit point, the file is rolled back to it
     and the error raised.
     """
-    opened = _OPEN.pop(file.id.fileno, None) if file.id.valid else None
-    if opened is None:
+    journal = _OPEN.pop(file.id.fileno, None) if file.id.valid else None
+    if journal is None:
         if file.id.valid:
             file.close()
         return
-    journal = opened.journal
     try:
         persists = bool(file.id.get_create_plist().get_file_space_strategy()[1])
         file.close()
@@ -249,9 +430,7 @@ def close_file(file: h5py.File) -> None:
             journal.roll_back()  # the file stays at its last commit point
             raise
     finally:
-        _WRITING.discard(os.path.realpath(journal.path))
         journal.close()
-        os.close(opened.lock_fd)
 
 
 def _settle(journal: JournaledFile) -> None:

@@ -19,21 +19,28 @@ them. Bytes below the base are *old*: a write to them is held in memory (an over
 A process killed anywhere before step 3 leaves a journal whose records restore every
 old page it overwrote; :func:`recover` (run when the file is next opened) puts them
 back and truncates the file to the base: the file is exactly as at the last commit
-point. If the held pages exceed a budget, they are spilled early the same way (steps
+point. Recovery first checks that the file is still as the writer left it: the
+journal records the checksum of the file's first page (HDF5's superblock, rewritten by
+any program that allocates space in the file) at the start of the epoch and before
+every write of that page; a first page matching none of them means another program
+changed the file after the crash, and recovery refuses (:class:`~h5vc.errors.
+JournalConflictError`) rather than undo that program's work. If the held pages exceed a budget, they are spilled early the same way (steps
 1 and 2), and the epoch stays open. A truncation below the base journals the bytes it
 cuts off first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import struct
 import zlib
 from bisect import bisect_left
 from collections.abc import Callable
+from typing import Any
 
-from h5vc.errors import CorruptDataError
+from h5vc.errors import CorruptDataError, JournalConflictError
 
 __all__ = ["JOURNAL_SUFFIX", "JournaledFile", "journal_path", "recover"]
 
@@ -42,9 +49,15 @@ PAGE = 4096
 #: Old pages held in memory before they are spilled (journaled and written) early.
 SPILL_BYTES = 64 << 20
 
-_MAGIC = b"H5VCJRN1"
-_HEADER = struct.Struct("<8sBQQ")  # magic, state, epoch, base size
+_MAGIC = b"H5VCJRN2"
+_MAGIC_V1 = b"H5VCJRN1"  # written by earlier versions: no first-page checksum
+# magic, state, epoch, base size, crc32 of the first page when the epoch began
+_HEADER = struct.Struct("<8sBQQI")
+_HEADER_V1 = struct.Struct("<8sBQQ")
 _RECORD = struct.Struct("<QQII")  # epoch, offset, length, crc32 of the bytes
+#: A record's offset that marks no page but the checksum the first page is about to
+#: get (in the record's crc field, with length 0).
+_FIRST_PAGE_MARK = (1 << 64) - 1
 _DIRTY, _CLEAN = 1, 0
 
 
@@ -57,21 +70,86 @@ def _sync(fd: int, durable: bool) -> None:
         os.fdatasync(fd)
 
 
-def _read_records(fd: int, epoch: int) -> list[tuple[int, bytes]]:
-    """Every complete record of ``epoch``, in order; stops at the first that is not."""
+def pwrite_all(fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+    """Write all of ``data`` at ``offset``: a short write (the kernel's answer when the
+    disk fills) is continued, and one that writes nothing raises ``ENOSPC``."""
+    view = memoryview(data).cast("B")
+    while len(view):
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (a write made no progress)")
+        view = view[written:]
+        offset += written
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _first_page_crc(fd: int, base: int) -> int:
+    """Checksum of the file's first page, as far as it lies below ``base``."""
+    return _first_page_content_crc(os.pread(fd, min(PAGE, base), 0))
+
+
+def _first_page_content_crc(content: bytes | bytearray) -> int:
+    """Checksum of ``content``, the file's first page.
+
+    HDF5 marks its superblock as open for writing (the file consistency flags, and in
+    superblocks of version 2 and 3 the checksum over them) as soon as a program opens
+    the file for writing: those bytes are left out, so opening the file after a crash
+    is no change to it.
+    """
+    page = bytearray(content)
+    if page[:8] == _HDF5_SIGNATURE and len(page) >= 48:
+        if page[8] in (0, 1):
+            page[20:24] = bytes(4)  # the flags, after the B-tree K values
+        elif page[8] in (2, 3):
+            checksum = 12 + 4 * page[9]  # after four addresses
+            page[11] = 0
+            page[checksum : checksum + 4] = bytes(4)
+    return zlib.crc32(page)
+
+
+def _read_records(fd: int, epoch: int, start: int) -> tuple[list[tuple[int, bytes]], set[int]]:
+    """Every complete record of ``epoch``, in order, and the checksums the first page
+    was about to get; stops at the first record that is not complete."""
     records = []
-    position = _HEADER.size
+    first_page: set[int] = set()
+    position = start
     while True:
         head = os.pread(fd, _RECORD.size, position)
         if len(head) < _RECORD.size:
             break
         rec_epoch, offset, length, crc = _RECORD.unpack(head)
+        if rec_epoch != epoch:
+            break
+        if offset == _FIRST_PAGE_MARK:
+            first_page.add(crc)
+            position += _RECORD.size
+            continue
         data = os.pread(fd, length, position + _RECORD.size)
-        if rec_epoch != epoch or len(data) != length or zlib.crc32(data) != crc:
+        if len(data) != length or zlib.crc32(data) != crc:
             break
         records.append((offset, data))
         position += _RECORD.size + length
-    return records
+    return records, first_page
+
+
+def _read_header(fd: int, jpath: str) -> tuple[int, int, int, int | None, int] | None:
+    """(state, epoch, base, first-page checksum or None, header size), or None for a
+    journal cut short before its header."""
+    head = os.pread(fd, _HEADER.size, 0)
+    if len(head) >= _HEADER_V1.size and head[:8] == _MAGIC_V1:
+        _, state, epoch, base = _HEADER_V1.unpack(head[: _HEADER_V1.size])
+        return state, epoch, base, None, _HEADER_V1.size
+    if len(head) < _HEADER.size and (len(head) < 8 or head[:8] == _MAGIC):
+        return None
+    if head[:8] != _MAGIC:
+        raise CorruptDataError(
+            f"Expected an h5vc journal at {jpath!r}; its header is not one. Move it "
+            f"away only if the file beside it was never written by h5vc."
+        )
+    _, state, epoch, base, first_crc = _HEADER.unpack(head)
+    return state, epoch, base, first_crc, _HEADER.size
 
 
 def recover(path: str | os.PathLike[str], *, durable: bool = True) -> bool:
@@ -87,33 +165,42 @@ def recover(path: str | os.PathLike[str], *, durable: bool = True) -> bool:
     except FileNotFoundError:
         return False
     try:
-        header = os.pread(jfd, _HEADER.size, 0)
-        dirty = False
-        if len(header) == _HEADER.size:
-            magic, state, epoch, base = _HEADER.unpack(header)
-            if magic != _MAGIC:
-                raise CorruptDataError(
-                    f"Expected an h5vc journal at {jpath!r}; its header is not one. Move it "
-                    f"away only if {os.fspath(path)!r} was never written by h5vc."
-                )
-            dirty = state == _DIRTY
-        if dirty:
-            _roll_back(os.fspath(path), _read_records(jfd, epoch), base, durable)
+        header = _read_header(jfd, jpath)
+        dirty = header is not None and header[0] == _DIRTY
+        if header is not None and dirty:
+            _, epoch, base, first_crc, start = header
+            records, first_page = _read_records(jfd, epoch, start)
+            _roll_back(os.fspath(path), records, base, durable, first_crc, first_page)
     finally:
         os.close(jfd)
     os.unlink(jpath)
     return dirty
 
 
-def _roll_back(path: str, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:
+def _roll_back(
+    path: str,
+    records: list[tuple[int, bytes]],
+    base: int,
+    durable: bool,
+    first_crc: int | None,
+    first_page: set[int],
+) -> None:
     if not os.path.exists(path):
         return
     fd = os.open(path, os.O_RDWR)
     try:
-        os.ftruncate(fd, base)
-        for offset, data in records:
-            os.pwrite(fd, data, offset)
-        _sync(fd, durable)
+        if first_crc is not None and os.fstat(fd).st_size > 0:
+            found = _first_page_crc(fd, base)
+            if found != first_crc and found not in first_page:
+                raise JournalConflictError(
+                    f"Cannot roll {path!r} back to its last commit point: the file was "
+                    f"changed after the writer that left {journal_path(path)!r} stopped "
+                    f"(its first page is not as that writer left it), and rolling back "
+                    f"would undo those changes. Restore the file from a copy, or move the "
+                    f"journal away to keep the file as it is and run `h5vc verify "
+                    f"{path}` to see what is damaged."
+                )
+        _roll_back_open(fd, records, base, durable)
     finally:
         os.close(fd)
 
@@ -133,8 +220,14 @@ class JournaledFile:
         durable: bool = True,
         fault: Callable[[str], None] | None = None,
         apply_lock: Callable[[bool], None] | None = None,
+        on_close: Callable[[], None] | None = None,
     ):
         self.path = os.fspath(path)
+        #: Called once when the file is closed (releases what the opener holds).
+        self.on_close = on_close
+        #: A weak reference to the caller's ``h5py.File`` that h5vc took over, if any
+        #: (it gets the new handle when the file is reopened after a roll-back).
+        self.owner: Callable[[], Any] | None = None
         #: Called with True before bytes of the last commit point change on disk (a
         #: spill, a commit point, a roll-back) and with False once they are consistent
         #: again: readers are kept out meanwhile (see h5vc.durable.files).
@@ -156,6 +249,7 @@ class JournaledFile:
         self._memory: dict[int, bytearray] = {}  # after a failed write: every page written
         self._journal_end = _HEADER.size
         self._started = False
+        self._first_crc = 0  # of the first page as on disk when the epoch began
         #: Set when HDF5 closes the file after a roll-back: its last writes go nowhere.
         self.discarding = False
         #: The first write that failed in this epoch: the epoch can only be rolled back
@@ -218,7 +312,7 @@ class JournaledFile:
             self._hold(view[: cut - start], start)
         if cut < stop:
             self._check_fault("write")
-            os.pwrite(self._fd, view[cut - start :], cut)
+            pwrite_all(self._fd, view[cut - start :], cut)
         self._size = max(self._size, stop)
         self._position = stop
         if len(self._held) * PAGE > SPILL_BYTES:
@@ -297,7 +391,7 @@ class JournaledFile:
         _sync(self._fd, self.durable)
         assert self._jfd is not None
         self._check_fault("journal")
-        os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _CLEAN, self._epoch, self._size), 0)
+        pwrite_all(self._jfd, self._header(_CLEAN, self._size), 0)
         _sync(self._jfd, self.durable)
         self._started = False
         self._base = self._size
@@ -325,10 +419,10 @@ class JournaledFile:
         self._memory.clear()
         if self._started:
             assert self._jfd is not None
-            records = _read_records(self._jfd, self._epoch)
+            records, _ = _read_records(self._jfd, self._epoch, _HEADER.size)
             self._enter_apply()
             _roll_back_open(self._fd, records, self._base, self.durable)
-            os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _CLEAN, self._epoch, self._base), 0)
+            pwrite_all(self._jfd, self._header(_CLEAN, self._base), 0)
             _sync(self._jfd, self.durable)
         self._size = self._base
         self._journaled.clear()
@@ -340,14 +434,43 @@ class JournaledFile:
         """Close the file; a clean journal is removed. Does not commit."""
         if self._fd < 0:
             return
-        self._leave_apply()
-        os.close(self._fd)
-        self._fd = -1
-        if self._jfd is not None:
-            os.close(self._jfd)
-            self._jfd = None
-            if not self._started:
-                os.unlink(journal_path(self.path))
+        try:
+            self._leave_apply()
+            os.close(self._fd)
+            self._fd = -1
+            if self._jfd is not None:
+                os.close(self._jfd)
+                self._jfd = None
+                if not self._started:
+                    os.unlink(journal_path(self.path))
+        finally:
+            on_close, self.on_close = self.on_close, None
+            if on_close is not None:
+                on_close()
+
+    def finish(self) -> None:
+        """HDF5 has closed the file: what it wrote last (at its close) becomes the
+        committed state, or, if a write failed, the file goes back to its last commit
+        point; then the file is closed."""
+        if self._fd < 0:
+            return
+        try:
+            try:
+                if self.failed is not None or self.discarding:
+                    raise OSError("the file is to be rolled back")
+                self.commit()
+            except Exception:
+                self.roll_back()
+        except Exception:
+            pass  # the journal stays dirty: the next open rolls the file back
+        finally:
+            self.close()
+
+    def __del__(self) -> None:
+        # A file HDF5 opened through this object and closed without h5vc's close (a
+        # caller's h5py.File that h5vc took over) is finished when HDF5 lets it go.
+        with contextlib.suppress(Exception):
+            self.finish()
 
     # -- internals --------------------------------------------------------------------
 
@@ -387,14 +510,18 @@ class JournaledFile:
         if self.fault is not None:
             self.fault(kind)
 
+    def _header(self, state: int, size: int) -> bytes:
+        return _HEADER.pack(_MAGIC, state, self._epoch, size, self._first_crc)
+
     def _start_epoch(self) -> None:
         if self._started:
             return
         if self._jfd is None:
             self._jfd = os.open(journal_path(self.path), os.O_RDWR | os.O_CREAT, 0o666)
         self._epoch += 1
+        self._first_crc = _first_page_crc(self._fd, self._base)
         self._check_fault("journal")
-        os.pwrite(self._jfd, _HEADER.pack(_MAGIC, _DIRTY, self._epoch, self._base), 0)
+        pwrite_all(self._jfd, self._header(_DIRTY, self._base), 0)
         if self._base == 0:
             _sync(self._jfd, self.durable)  # else the first spill syncs it with its records
         self._journal_end = _HEADER.size
@@ -415,8 +542,10 @@ class JournaledFile:
             count = min(PAGE - offset, start + len(view) - position)
             chunk = view[position - start : position - start + count]
             if page in self._journaled:
+                if page == 0:
+                    self._mark_first_page(offset, chunk)
                 self._check_fault("write")
-                os.pwrite(self._fd, chunk, position)
+                pwrite_all(self._fd, chunk, position)
             else:
                 held = self._held.get(page)
                 if held is None:
@@ -424,6 +553,22 @@ class JournaledFile:
                     self._held_sorted.insert(bisect_left(self._held_sorted, page), page)
                 held[offset : offset + count] = chunk
             position += count
+
+    def _first_page_mark(self, content: bytes | bytearray) -> bytes:
+        """The record saying the first page is about to hold ``content``."""
+        return _RECORD.pack(self._epoch, _FIRST_PAGE_MARK, 0, _first_page_content_crc(content))
+
+    def _mark_first_page(self, offset: int, chunk: memoryview) -> None:
+        """Before a direct write to the (journaled) first page: journal its checksum
+        after the write, so recovery knows the page as this writer leaves it."""
+        assert self._jfd is not None
+        page = bytearray(self._old_page(0))
+        page[offset : offset + len(chunk)] = chunk
+        mark = self._first_page_mark(page)
+        self._check_fault("journal")
+        pwrite_all(self._jfd, mark, self._journal_end)
+        self._journal_end += len(mark)
+        _sync(self._jfd, self.durable)
 
     @staticmethod
     def _patch(
@@ -446,7 +591,7 @@ class JournaledFile:
         pages = [p for p in pages if p not in self._journaled and p * PAGE < self._base]
         if pages or self._held:
             self._enter_apply()  # held until the commit point ends
-        if pages:
+        if pages or 0 in self._held:
             assert self._jfd is not None
             parts = []
             for page in pages:
@@ -455,15 +600,17 @@ class JournaledFile:
                     _RECORD.pack(self._epoch, page * PAGE, len(original), zlib.crc32(original))
                 )
                 parts.append(bytes(original))
+            if 0 in self._held:
+                parts.append(self._first_page_mark(self._held[0]))
             self._check_fault("journal")
             blob = b"".join(parts)
-            os.pwrite(self._jfd, blob, self._journal_end)
+            pwrite_all(self._jfd, blob, self._journal_end)
             self._journal_end += len(blob)
             _sync(self._jfd, self.durable)
             self._journaled.update(pages)
         for page in self._held_sorted:
             self._check_fault("write")
-            os.pwrite(self._fd, self._held[page], page * PAGE)
+            pwrite_all(self._fd, self._held[page], page * PAGE)
         self._held.clear()
         self._held_sorted.clear()
 
@@ -471,5 +618,5 @@ class JournaledFile:
 def _roll_back_open(fd: int, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:
     os.ftruncate(fd, base)
     for offset, data in records:
-        os.pwrite(fd, data, offset)
+        pwrite_all(fd, data, offset)
     _sync(fd, durable)

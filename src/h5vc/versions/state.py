@@ -65,6 +65,10 @@ class FileState:
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
         if state is None or not state.root.id.valid:
+            if root.file.mode == "r+":
+                # A writable file the caller opened goes through the journal from now on.
+                durable.adopt(root if isinstance(root, h5py.File) else root.file)
+                key = _state_key(root)
             state = _SHARED_STATES[key] = cls(root, data_version)
             if state.writable and state.data_version in legacy.LEGACY_DATA_VERSIONS:
                 try:
@@ -462,14 +466,25 @@ class FileState:
         self.log.reload()
         self.refs.reload()
 
+    def commit_outside_writes(self) -> None:
+        """Make what was written since the last commit point outside h5vc's operations
+        (the caller's own writes through h5py, the layout of a newly versioned file)
+        part of it, so that a failing operation rolls back only itself."""
+        if durable.journal_of(self.root) is not None:
+            durable.commit_point(self.root)
+
     @contextlib.contextmanager
-    def operation(self) -> Iterator[None]:
+    def operation(self, *, begin: bool = True) -> Iterator[None]:
         """Run one writing operation: it ends in a commit point, or is rolled back.
 
-        In a file opened by :func:`h5vc.open` a failure restores the file to the last
-        commit point and reopens it (this state then starts afresh); elsewhere the
-        file is only flushed, and the caller undoes what it can.
+        In a journaled file (opened by :func:`h5vc.open`, or a caller's ``h5py.File``
+        that h5vc took over) a failure restores the file to the last commit point and
+        reopens it (this state then starts afresh); elsewhere the file is only flushed,
+        and the caller undoes what it can. ``begin=False``: the caller has already
+        committed the writes made before it (see :meth:`commit_outside_writes`).
         """
+        if begin:
+            self.commit_outside_writes()
         try:
             yield
             durable.commit_point(self.root)
