@@ -252,10 +252,10 @@ class VersionedHDF5File(RefsMixin):
         base = self._resolve_prev(prev_version)
         if ts is not None:
             check_timestamp_order(state, name, base, ts)  # refused before anything is staged
-        state.commit_outside_writes()  # an abandoned stage rolls back to here
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:
+            state.commit_outside_writes()  # an abandoned stage rolls back to here
             yield group
             with state.operation(begin=False):
                 commit_version(

@@ -214,48 +214,31 @@ def open_file(
     return file
 
 
-def adopt(file: h5py.File) -> bool:
+def adopt(file: h5py.File, *, group_root: bool = False) -> bool:
     """Make a writable ``h5py.File`` that the caller opened go through the journal and
     hold the writer locks, as a file from :func:`open_file` does. True if it does now.
 
     HDF5's handle of the file is flushed and closed, the file is reopened through a
     :class:`JournaledFile`, and the new handle is put into the same ``h5py.File``
-    object, so the caller's ``with`` block and later uses of ``file`` work on it; HDF5
-    closing it (``file.close()``) commits its last writes. A journal left by a crashed
-    writer is rolled back first. A file that cannot be taken over (other objects of it
-    are open, or it uses a driver other than HDF5's default) keeps HDF5's handle: if a
-    crashed writer's journal is waiting, :class:`JournalPendingError` is raised;
-    otherwise it is written without the journal, with a warning. A file read through a
-    Python file object or held in memory (drivers ``fileobj`` and ``core``) is left
-    as it is, without a warning.
+    object, so the caller's ``with`` block and later uses of ``file`` work on it; its
+    close (``file.close()``, the end of the ``with`` block) commits its last writes and
+    releases the locks. A journal left by a crashed writer is rolled back first. A file
+    that cannot be taken over (other objects of it are open, the versioned root is a
+    group of it (``group_root``), or it uses a driver other than HDF5's default) keeps
+    HDF5's handle: if a crashed writer's journal is waiting, :class:`JournalPendingError`
+    is raised; otherwise it is written without the journal, with a warning. A file read
+    through a Python file object or held in memory (drivers ``fileobj`` and ``core``)
+    is left as it is, without a warning.
     """
     if file.mode != "r+" or journal_of(file) is not None:
         return journal_of(file) is not None
     if file.driver in _IN_MEMORY_DRIVERS:
         return False  # a Python file object or memory: whoever provides it keeps it safe
     path = os.fspath(file.filename)
-    reason = _cannot_adopt(file, path)
+    reason = "the versioned root is a group, and the file stays open beside it"
+    reason = reason if group_root else _cannot_adopt(file, path)
     if reason:
-        if os.path.exists(journal_path(path)):
-            raise JournalPendingError(
-                f"Cannot write {path!r}: a writer that crashed left {journal_path(path)!r}, "
-                f"which must roll the file back to its last commit point first, and h5vc "
-                f"cannot take over this handle ({reason}). Close it, open the file once "
-                f"with h5vc.open({path!r}) (or run `h5vc log {path}`), then reopen it."
-            )
-        lock_fd = os.open(path, os.O_RDONLY)
-        try:
-            if not _lock(lock_fd, fcntl.F_RDLCK):  # an h5vc writer holds the file
-                raise _writer_busy_error(path)
-        finally:
-            os.close(lock_fd)
-        warnings.warn(
-            f"{path!r} is written without h5vc's rollback journal: {reason}. A crash "
-            f"while it is written can damage it; open it with h5vc.open(), or pass "
-            f"VersionedHDF5File an h5py.File with nothing else of it open.",
-            UnjournaledFileWarning,
-            stacklevel=3,
-        )
+        _write_unjournaled(path, reason)
         return False
     real = os.path.realpath(path)
     if _writing_here(real):
@@ -312,6 +295,31 @@ def _finish_on_close(file: h5py.File, journal: Callable[[], JournaledFile | None
             found.finish()
 
     file.close = close_and_finish  # type: ignore[method-assign]
+
+
+def _write_unjournaled(path: str, reason: str) -> None:
+    """Let HDF5's own handle of ``path`` write (why: ``reason``), unless a crashed
+    writer's journal waits or an h5vc writer holds the file."""
+    if os.path.exists(journal_path(path)):
+        raise JournalPendingError(
+            f"Cannot write {path!r}: a writer that crashed left {journal_path(path)!r}, "
+            f"which must roll the file back to its last commit point first, and h5vc "
+            f"cannot take over this handle ({reason}). Close it, open the file once "
+            f"with h5vc.open({path!r}) (or run `h5vc log {path}`), then reopen it."
+        )
+    lock_fd = os.open(path, os.O_RDONLY)
+    try:
+        if not _lock(lock_fd, fcntl.F_RDLCK):  # an h5vc writer holds the file
+            raise _writer_busy_error(path)
+    finally:
+        os.close(lock_fd)
+    warnings.warn(
+        f"{path!r} is written without h5vc's rollback journal: {reason}. A crash "
+        f"while it is written can damage it; open it with h5vc.open(), or pass "
+        f"VersionedHDF5File an h5py.File with nothing else of it open.",
+        UnjournaledFileWarning,
+        stacklevel=4,
+    )
 
 
 def _close_without_writing(file: h5py.File, path: str) -> None:

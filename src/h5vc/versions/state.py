@@ -67,7 +67,10 @@ class FileState:
         if state is None or not state.root.id.valid:
             if root.file.mode == "r+":
                 # A writable file the caller opened goes through the journal from now on.
-                durable.adopt(root if isinstance(root, h5py.File) else root.file)
+                if isinstance(root, h5py.File):
+                    durable.adopt(root)
+                else:
+                    durable.adopt(root.file, group_root=True)
                 key = _state_key(root)
             state = _SHARED_STATES[key] = cls(root, data_version)
             if state.writable and state.data_version in legacy.LEGACY_DATA_VERSIONS:
@@ -483,9 +486,9 @@ class FileState:
         and the caller undoes what it can. ``begin=False``: the caller has already
         committed the writes made before it (see :meth:`commit_outside_writes`).
         """
-        if begin:
-            self.commit_outside_writes()
         try:
+            if begin:
+                self.commit_outside_writes()
             yield
             durable.commit_point(self.root)
         except BaseException:
