@@ -18,7 +18,9 @@ from h5vc.errors import (
     ClosedError,
     InvalidOptionError,
     StageInProgressError,
+    VersionNotCommittedError,
     VersionNotFoundError,
+    VersionPathError,
 )
 from h5vc.lifecycle.branching import RefsMixin
 from h5vc.store import layout
@@ -161,6 +163,7 @@ class VersionedHDF5File(RefsMixin):
         if key is None:
             return self.get_version_by_name(state.current_version)
         if isinstance(key, str):
+            self._check_lookup(key)
             return self.get_version_by_name(self.resolve(key))
         if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
             return self.get_version_by_name(self._ancestor(int(key)))
@@ -190,8 +193,24 @@ class VersionedHDF5File(RefsMixin):
             )
         return found
 
+    def _check_lookup(self, name: str) -> None:
+        """Refuse a path or the version being staged (as versioned-hdf5, ValueErrors
+        that are also the KeyError of a version not found)."""
+        if name.startswith("/"):
+            raise VersionPathError(
+                f"Expected a version name. Got the path {name!r}: versions are looked up "
+                f"by name; open the file's own objects through h5py (vf.f[{name!r}])."
+            )
+        if name == self._open_state.staging:
+            raise VersionNotCommittedError(
+                f"Version {name!r} is being staged: it can be read once it is committed "
+                f"(leave its stage_version() block first)."
+            )
+
     def get_version_by_name(self, name: str) -> CommittedGroup:
         state = self._open_state
+        if isinstance(name, str):
+            self._check_lookup(name)
         if name in ("", layout.FIRST_VERSION):
             raise VersionNotFoundError(f"{name!r} is not a committed version.")
         group = self._views.get((name, ""))
