@@ -23,6 +23,7 @@ from h5vc.errors import (
     VersionPathError,
 )
 from h5vc.lifecycle.branching import RefsMixin
+from h5vc.lifecycle.verify import rebuild_hash_tables
 from h5vc.store import layout
 from h5vc.store.damage import damaged
 from h5vc.store.space import FILE_SPACE_OPTIONS
@@ -39,6 +40,7 @@ from h5vc.wrappers.group import CommittedViews
 
 if TYPE_CHECKING:
     from h5vc.lifecycle import VersionDiff
+    from h5vc.store.legacy import RebuiltTables
 
 __all__ = ["VersionedHDF5File", "open"]
 
@@ -328,6 +330,18 @@ class VersionedHDF5File(RefsMixin):
     def log(self, version: str | None = None) -> list[VersionInfo]:
         """Versions from ``version`` (default: the current one) back to the first."""
         return lifecycle.log(self.file_state, version)
+
+    def rebuild_object_dtype_hashtables(self) -> RebuiltTables:
+        """Rebuild the hash tables of string (object-dtype) datasets from their stored
+        chunks, as versioned-hdf5's method of this name does for files whose string
+        digests its older releases computed wrongly (h5vc repairs such files itself on
+        their first writable open). Only hash tables change; returns what was rewritten."""
+        return rebuild_hash_tables(self.file_state, strings_only=True)
+
+    def rebuild_hashtables(self) -> RebuiltTables:
+        """Rebuild every dataset's hash table from its stored chunks (see
+        :meth:`rebuild_object_dtype_hashtables`)."""
+        return rebuild_hash_tables(self.file_state)
 
     def __repr__(self) -> str:
         if self._state is None:
