@@ -267,11 +267,16 @@ def _int_chunks_for_2d(g: Any) -> None:
     g.create_dataset("bad", data=np.ones((4, 5)), chunks=3)
 
 
+def _rebuild_string_tables(ctx: Context) -> None:
+    """What it returns differs (versioned-hdf5: None; h5vc: what it rewrote)."""
+    ctx.vf.rebuild_object_dtype_hashtables()
+
+
 #: Scenarios run on files versioned-hdf5 created (data_version 4) for both libraries,
 #: where h5vc keeps versioned-hdf5's rules: a dataset created again with other chunks
 #: is refused there (h5vc's own layout allows it: a deliberate difference, see
 #: test_deliberate_differences.py).
-INIT = {"3_recreate_deleted_dataset": "vhdf5"}
+INIT = {"3_recreate_deleted_dataset": "vhdf5", "18_rebuild_string_hash_tables": "vhdf5"}
 
 #: Scenarios where the library chooses chunks (see differential.GUESSED_CHUNKS).
 ALLOW = {
@@ -428,6 +433,14 @@ SCENARIOS: dict[str, list[Any]] = {
         stage("v3", _chunks_of_other_rank, timestamp=T(3)),
         stage("v4", _int_chunks_for_2d, timestamp=T(4)),
         stage("v5", create("one", np.arange(5), chunks=3), timestamp=T(5)),
+    ],
+    "18_rebuild_string_hash_tables": [
+        *base(),
+        stage("v3", _strings, timestamp=T(3)),
+        _rebuild_string_tables,
+        stage("v4", setter("s", 0, b"z"), timestamp=T(4)),
+        stage("v5", setter("s", 0, b"a"), timestamp=T(5)),
+        read(lambda ctx: ctx.f["_version_data/s/raw_data"].shape),
     ],
 }
 
