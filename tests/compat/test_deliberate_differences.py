@@ -215,6 +215,29 @@ def test_dtype_cast_that_loses_values_is_refused(tmp_path) -> None:
     assert Path(paths["h5vc"]).read_bytes() == before
 
 
+def test_elements_never_written_take_the_new_fill_value(tmp_path) -> None:
+    """modify_metadata(dtype="i8", fillvalue=2) of a dataset of fill value 0.1 whose
+    elements were never written: they read 2 in h5vc (values equal to the old fill value
+    become the new one, as versioned-hdf5 documents); versioned-hdf5 casts the old fill
+    value first, and they read 0, neither fill value."""
+    paths = new_files(tmp_path)
+    for lib, path in ((versioned_hdf5, paths["vh"]), (h5vc, paths["h5vc"])):
+        stage(
+            lib,
+            path,
+            "v1",
+            lambda g: g.create_dataset("x", shape=(5,), dtype="f8", fillvalue=0.1, chunks=(2,)),
+        )
+        with h5py.File(path, "r+") as f:
+            lib.modify_metadata(f, "x", dtype="i8", fillvalue=2)
+    with h5py.File(paths["vh"], "r") as f:
+        np.testing.assert_array_equal(f["_version_data/versions/v1/x"][()], np.zeros(5))
+    with h5vc.open(paths["h5vc"]) as vf:
+        x = vf["v1"]["x"]
+        assert (x.dtype, x.fillvalue) == (np.dtype("i8"), 2)
+        np.testing.assert_array_equal(x[()], np.full(5, 2))
+
+
 def test_dataset_created_again_with_other_dtype_and_chunks(tmp_path) -> None:
     """After a delete, versioned-hdf5 refuses a dataset of the same name with another
     dtype or chunk shape; h5vc (its own layout) stores it apart, older versions intact."""

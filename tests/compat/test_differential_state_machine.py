@@ -196,7 +196,8 @@ class Differential(RuleBasedStateMachine):
                 return
             shape, chunks = draw(st.composite(lambda d: shapes_and_chunks(d))())
             # Whole values: a fraction cast by modify_metadata(dtype="i8", fillvalue=2)
-            # differs (h5vc refills the old fill value, versioned-hdf5 casts it first).
+            # differs (h5vc refills the old fill value, versioned-hdf5 casts it first:
+            # test_deliberate_differences.py).
             fill = draw(st.sampled_from([None, 3, 2.0, True]))
             self.both(
                 f"create_dataset({path}, shape={shape}, chunks={chunks}, fillvalue={fill!r})",
