@@ -49,6 +49,7 @@ __all__ = [
     "VersionNotCommittedError",
     "VersionPathError",
     "InvalidPathError",
+    "InvalidFillValueError",
 ]
 
 
@@ -235,6 +236,10 @@ class UnsupportedDtypeError(H5vcError, TypeError):
 class TimestampTypeError(InvalidTimestampError, TypeError):
     """A timestamp is neither a ``datetime.datetime`` nor a ``numpy.datetime64`` (a
     string, a number): a ``TypeError``, as in versioned-hdf5."""
+
+
+class InvalidFillValueError(H5vcError, TypeError):
+    """A fill value the dataset's dtype cannot hold (a complex one for a real dtype)."""
 
 
 class TimestampOrderError(InvalidTimestampError):

@@ -46,7 +46,7 @@ def _extent(size: Any) -> int:
     """One axis length given to ``resize``: an int, or a float of a whole value (as
     h5py and versioned-hdf5 take ``9.0``); a fraction is refused, not truncated."""
     value = np.asarray(size)[()]
-    if isinstance(value, float | np.floating) and not isinstance(value, bool):
+    if isinstance(value, float | np.floating):
         if not float(value).is_integer():
             raise InvalidOptionError(f"Expected a whole number as the new size. Got {size!r}.")
         return int(value)

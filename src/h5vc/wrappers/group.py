@@ -12,6 +12,7 @@ import numpy as np
 from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.errors import (
     CorruptDataError,
+    InvalidFillValueError,
     InvalidPathError,
     MetadataMismatchError,
     NotSupportedError,
@@ -677,7 +678,7 @@ def _cast_fill(path: str, fillvalue: Any, dtype: np.dtype) -> Any:
     """``fillvalue`` as a value of ``dtype``; a complex one for a real dtype is refused
     (its imaginary part would be dropped)."""
     if dtype.kind not in "cO" and np.iscomplexobj(fillvalue):
-        raise TypeError(
+        raise InvalidFillValueError(
             f"Expected a real fill value for dataset {path!r} of dtype {dtype}. Got the "
             f"complex {fillvalue!r} instead; pass dtype=complex to keep it."
         )
