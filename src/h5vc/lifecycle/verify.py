@@ -1,9 +1,12 @@
 """Integrity check of a versioned file: every stored chunk against its digest, every
-version's mappings against the stores, the version metadata against itself.
+version's mappings against the stores, the version metadata and refs against the
+versions.
 
 :func:`verify` reads the whole file once and returns a :class:`VerifyReport`; it
 raises only for an argument that is not a versioned file.  Each :class:`Problem`
 names the HDF5 object at fault and the versions and datasets it affects.
+:func:`rebuild_hash_tables` repairs what ``chunk-digest`` problems of hash tables
+point at: it rewrites the tables from the stored chunks.
 """
 
 from __future__ import annotations
