@@ -335,7 +335,8 @@ class VersionedHDF5File(RefsMixin):
         """Rebuild the hash tables of string (object-dtype) datasets from their stored
         chunks, as versioned-hdf5's method of this name does for files whose string
         digests its older releases computed wrongly (h5vc repairs such files itself on
-        their first writable open). Only hash tables change; returns what was rewritten."""
+        their first writable open). Only hash tables change; returns what was rewritten.
+        Not a repair for damaged chunks: run :func:`h5vc.verify` first."""
         return rebuild_hash_tables(self.file_state, strings_only=True)
 
     def rebuild_hashtables(self) -> RebuiltTables:

@@ -5,8 +5,9 @@ versions.
 :func:`verify` reads the whole file once and returns a :class:`VerifyReport`; it
 raises only for an argument that is not a versioned file.  Each :class:`Problem`
 names the HDF5 object at fault and the versions and datasets it affects.
-:func:`rebuild_hash_tables` repairs what ``chunk-digest`` problems of hash tables
-point at: it rewrites the tables from the stored chunks.
+:func:`rebuild_hash_tables` rewrites hash tables from the stored chunks: a repair for
+tables computed wrongly, not for damaged chunks (their digests would then be taken
+as right).
 """
 
 from __future__ import annotations
