@@ -18,9 +18,12 @@ from h5vc.errors import (
     ClosedError,
     InvalidOptionError,
     StageInProgressError,
+    VersionNotCommittedError,
     VersionNotFoundError,
+    VersionPathError,
 )
 from h5vc.lifecycle.branching import RefsMixin
+from h5vc.lifecycle.verify import rebuild_hash_tables
 from h5vc.store import layout
 from h5vc.store.damage import damaged
 from h5vc.store.space import FILE_SPACE_OPTIONS
@@ -37,6 +40,7 @@ from h5vc.wrappers.group import CommittedViews
 
 if TYPE_CHECKING:
     from h5vc.lifecycle import VersionDiff
+    from h5vc.store.legacy import RebuiltTables
 
 __all__ = ["VersionedHDF5File", "open"]
 
@@ -161,6 +165,7 @@ class VersionedHDF5File(RefsMixin):
         if key is None:
             return self.get_version_by_name(state.current_version)
         if isinstance(key, str):
+            self._check_lookup(key)
             return self.get_version_by_name(self.resolve(key))
         if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
             return self.get_version_by_name(self._ancestor(int(key)))
@@ -190,8 +195,24 @@ class VersionedHDF5File(RefsMixin):
             )
         return found
 
+    def _check_lookup(self, name: str) -> None:
+        """Refuse a path or the version being staged (as versioned-hdf5, ValueErrors
+        that are also the KeyError of a version not found)."""
+        if name.startswith("/"):
+            raise VersionPathError(
+                f"Expected a version name. Got the path {name!r}: versions are looked up "
+                f"by name; open the file's own objects through h5py (vf.f[{name!r}])."
+            )
+        if name == self._open_state.staging:
+            raise VersionNotCommittedError(
+                f"Version {name!r} is being staged: it can be read once it is committed "
+                f"(leave its stage_version() block first)."
+            )
+
     def get_version_by_name(self, name: str) -> CommittedGroup:
         state = self._open_state
+        if isinstance(name, str):
+            self._check_lookup(name)
         if name in ("", layout.FIRST_VERSION):
             raise VersionNotFoundError(f"{name!r} is not a committed version.")
         group = self._views.get((name, ""))
@@ -310,6 +331,19 @@ class VersionedHDF5File(RefsMixin):
     def log(self, version: str | None = None) -> list[VersionInfo]:
         """Versions from ``version`` (default: the current one) back to the first."""
         return lifecycle.log(self.file_state, version)
+
+    def rebuild_object_dtype_hashtables(self) -> RebuiltTables:
+        """Rebuild the hash tables of string (object-dtype) datasets from their stored
+        chunks, as versioned-hdf5's method of this name does for files whose string
+        digests its older releases computed wrongly (h5vc repairs such files itself on
+        their first writable open). Only hash tables change; returns what was rewritten.
+        Not a repair for damaged chunks: run :func:`h5vc.verify` first."""
+        return rebuild_hash_tables(self.file_state, strings_only=True)
+
+    def rebuild_hashtables(self) -> RebuiltTables:
+        """Rebuild every dataset's hash table from its stored chunks (see
+        :meth:`rebuild_object_dtype_hashtables`)."""
+        return rebuild_hash_tables(self.file_state)
 
     def __repr__(self) -> str:
         if self._state is None:

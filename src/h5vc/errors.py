@@ -49,6 +49,11 @@ __all__ = [
     "JournalConflictError",
     "JournalPendingError",
     "UnjournaledFileWarning",
+    "TimestampTypeError",
+    "VersionNotCommittedError",
+    "VersionPathError",
+    "InvalidPathError",
+    "InvalidFillValueError",
 ]
 
 
@@ -68,6 +73,23 @@ class UnknownVersionToDeleteError(VersionNotFoundError, ValueError):
 
     Both a ``KeyError`` (as h5vc's other lookups) and a ``ValueError`` (as
     versioned-hdf5's ``delete_versions`` raises)."""
+
+
+class VersionNotCommittedError(VersionNotFoundError, ValueError):
+    """A version was asked for while it is being staged: it is readable once committed.
+
+    Both a ``KeyError`` (as h5vc's other lookups) and a ``ValueError`` (as
+    versioned-hdf5 raises here).
+    """
+
+
+class VersionPathError(VersionNotFoundError, ValueError):
+    """A version was asked for by an HDF5 path (``vf["/_version_data"]``): versions are
+    looked up by name; the file's own objects through h5py.
+
+    Both a ``KeyError`` (as h5vc's other lookups) and a ``ValueError`` (as
+    versioned-hdf5 raises here).
+    """
 
 
 class AncestorNotFoundError(VersionNotFoundError, IndexError):
@@ -145,6 +167,11 @@ class InvalidVersionNameError(H5vcError, ValueError):
     """A version name cannot be used here (empty, with '/', or ``__first_version__``)."""
 
 
+class InvalidPathError(H5vcError, ValueError):
+    """An object path cannot be used here (an absolute path for a new object in a
+    staged version, which would name the file's root)."""
+
+
 class ChunkDecodeError(H5vcError, ValueError):
     """A stored chunk's bytes are not a valid encoding of the expected array."""
 
@@ -208,6 +235,15 @@ class ArrayMismatchError(H5vcError, ValueError):
 
 class UnsupportedDtypeError(H5vcError, TypeError):
     """HDF5 has no type for this dtype (``datetime64``, ``timedelta64``, Python objects)."""
+
+
+class TimestampTypeError(InvalidTimestampError, TypeError):
+    """A timestamp is neither a ``datetime.datetime`` nor a ``numpy.datetime64`` (a
+    string, a number): a ``TypeError``, as in versioned-hdf5."""
+
+
+class InvalidFillValueError(H5vcError, TypeError):
+    """A fill value the dataset's dtype cannot hold (a complex one for a real dtype)."""
 
 
 class TimestampOrderError(InvalidTimestampError):

@@ -35,6 +35,7 @@ Everything is deterministic; the whole set is written in well under a second.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime
 import os
@@ -414,6 +415,62 @@ def _modified(path: str) -> dict:
     return rec.result()
 
 
+@contextlib.contextmanager
+def _h5py_before_3_14():
+    """Make h5py write a virtual dataset without mappings as h5py before 3.14 did: as a
+    plain dataset (its layouts were only made virtual by their first mapping).
+    versioned-hdf5 running on such an h5py wrote every dataset mapping no chunk of
+    ``raw_data`` (an empty one, or one of fill values only) that way."""
+    vds = h5py._hl.vds
+    made_virtual = vds.VirtualLayout.__init__
+
+    def old_init(self, *args, **kwargs):
+        made_virtual(self, *args, **kwargs)
+        self.dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+
+    vds.VirtualLayout.__init__ = old_init
+    try:
+        yield
+    finally:
+        vds.VirtualLayout.__init__ = made_virtual
+
+
+def _plain_empty(path: str) -> dict:
+    """Written as versioned-hdf5 on h5py before 3.14 wrote them: datasets that map no
+    chunk (empty ``e``, never-written ``sp`` with fill value 3, ``e`` grown but not
+    written) are plain, non-virtual datasets in the old versions."""
+    rec = _Recorder()
+    with _h5py_before_3_14(), h5py.File(path, "w") as f:
+        vf = VersionedHDF5File(f)
+
+        def v1(g, s):
+            x = np.arange(5, dtype="i8")
+            g.create_dataset("x", data=x, chunks=(4,))
+            g.create_dataset("e", data=np.zeros((0,)), chunks=(4,))
+            g.create_dataset("sp", shape=(6,), dtype="i4", chunks=(4,), fillvalue=3)
+            s.update(x=x, e=np.zeros((0,)), sp=np.full(6, 3, dtype="i4"))
+
+        def v2(g, s):
+            g["x"][0] = 9
+            g["e"].resize((3,))
+            x = s["x"].copy()
+            x[0] = 9
+            s.update(x=x, e=np.zeros(3))
+
+        def v3(g, s):
+            g["e"][1] = 2.5
+            g["sp"][5] = 7
+            e, sp = s["e"].copy(), s["sp"].copy()
+            e[1] = 2.5
+            sp[5] = 7
+            s.update(e=e, sp=sp)
+
+        _commit(vf, rec, "v1", v1, timestamp=_ts(19))
+        _commit(vf, rec, "v2", v2, timestamp=_ts(20))
+        _commit(vf, rec, "v3", v3, timestamp=_ts(21))
+    return rec.result()
+
+
 _MAKERS = {
     "basic.h5": _basic,
     "multidim.h5": _multidim,
@@ -422,6 +479,7 @@ _MAKERS = {
     "history.h5": _history,
     "deleted.h5": _deleted,
     "modified.h5": _modified,
+    "plain_empty.h5": _plain_empty,
 }
 
 #: Names of the files make_files writes.

@@ -215,11 +215,68 @@ def _getitem_missing(g: Any) -> None:
     g["does/not/exist"]
 
 
+def _fill_without_dtype(g: Any) -> Any:
+    """Datasets made from a shape and a fill value only: float64, whatever the fill's
+    type (h5py would make float32), so 0.1 written later keeps its precision."""
+    for name, fill in (("f", 0.1), ("i", 3), ("b", True), ("n", np.int16(2)), ("z", None)):
+        g.create_dataset(name, shape=(6,), fillvalue=fill, chunks=(4,))
+    g["f"][1] = 0.1
+    g["i"][2] = 1 / 3
+    return [(g[name].dtype.str, g[name][:3]) for name in ("f", "i", "b", "n", "z")]
+
+
+def _complex_fill(g: Any) -> None:
+    g.create_dataset("c", shape=(4,), fillvalue=1 + 2j, chunks=(2,))
+
+
+def _read_while_staged(ctx: Context) -> Any:
+    with ctx.vf.stage_version("v3", timestamp=T(3)) as g:
+        g["x"][0] = 1
+        return ctx.vf["v3"]
+
+
+def _read_by_name_while_staged(ctx: Context) -> Any:
+    with ctx.vf.stage_version("v3", timestamp=T(3)) as g:
+        g["x"][0] = 1
+        return ctx.vf.get_version_by_name("v3")
+
+
+def _absolute(action: str) -> Callable[[Any], Any]:
+    def body(g: Any) -> None:
+        if action == "dataset":
+            g.create_dataset("/abs", data=np.arange(3), chunks=(2,))
+        elif action == "group":
+            g.create_group("/abs")
+        elif action == "nested":
+            g["grp"].create_group("/abs")
+        elif action == "setitem":
+            g["/abs"] = np.arange(3)
+        elif action == "require_group":
+            g.require_group("/abs")
+        elif action == "require_dataset":
+            g.require_dataset("/abs", shape=(3,), dtype="i8", chunks=(2,))
+
+    return body
+
+
+def _chunks_of_other_rank(g: Any) -> None:
+    g.create_dataset("bad", data=np.arange(5), chunks=(2, 2))
+
+
+def _int_chunks_for_2d(g: Any) -> None:
+    g.create_dataset("bad", data=np.ones((4, 5)), chunks=3)
+
+
+def _rebuild_string_tables(ctx: Context) -> None:
+    """What it returns differs (versioned-hdf5: None; h5vc: what it rewrote)."""
+    ctx.vf.rebuild_object_dtype_hashtables()
+
+
 #: Scenarios run on files versioned-hdf5 created (data_version 4) for both libraries,
 #: where h5vc keeps versioned-hdf5's rules: a dataset created again with other chunks
 #: is refused there (h5vc's own layout allows it: a deliberate difference, see
 #: test_deliberate_differences.py).
-INIT = {"3_recreate_deleted_dataset": "vhdf5"}
+INIT = {"3_recreate_deleted_dataset": "vhdf5", "18_rebuild_string_hash_tables": "vhdf5"}
 
 #: Scenarios where the library chooses chunks (see differential.GUESSED_CHUNKS).
 ALLOW = {
@@ -334,6 +391,57 @@ SCENARIOS: dict[str, list[Any]] = {
         read(_create_in_committed, mode="r+", keywords=("committed",)),
     ],
     "11_scalar_datasets": [*base(), stage("v3", _scalar)],
+    "12_fill_value_without_dtype": [
+        stage("v1", _fill_without_dtype, timestamp=T(1)),
+        stage("v2", _complex_fill, timestamp=T(2)),
+    ],
+    "13_resize_to_float_sizes": [
+        *base(),
+        stage("v3", _resize(9.0, axis=0), timestamp=T(3)),
+        stage("v4", _resize((2.0, np.float64(4.0))), timestamp=T(4)),
+        stage("v5", lambda g: g["x"].resize(np.float32(25.0)) or g["x"].shape, timestamp=T(5)),
+    ],
+    "14_lookups_that_are_no_version": [
+        *base(),
+        read(lambda ctx: ctx.vf["/_version_data"]),
+        read(lambda ctx: ctx.vf["/_version_data/versions/v1"]),
+        read(lambda ctx: ctx.vf["_version_data"]),
+        read(_read_while_staged),
+        read(_read_by_name_while_staged),
+        read(lambda ctx: ctx.vf.versions),
+    ],
+    "15_timestamps_of_other_types": [
+        *base(),
+        stage("v3", setter("x", 0, 1), timestamp="2024-01-05"),
+        stage("v4", setter("x", 0, 1), timestamp=1704412800),
+        read(lambda ctx: ctx.vf.get_version_by_timestamp("2024-01-02")),
+        read(lambda ctx: ctx.vf.get_version_by_timestamp(1704412800, exact=True)),
+        read(lambda ctx: ctx.vf.versions),
+    ],
+    "16_absolute_paths_of_new_objects": [
+        *base(),
+        *(
+            stage(f"v{3 + i}", _absolute(action), timestamp=T(3 + i), keywords=("root level",))
+            for i, action in enumerate(
+                ("dataset", "group", "nested", "setitem", "require_group", "require_dataset")
+            )
+        ),
+        read(lambda ctx: ctx.vf.versions),
+    ],
+    "17_chunks_of_another_rank": [
+        *base(),
+        stage("v3", _chunks_of_other_rank, timestamp=T(3)),
+        stage("v4", _int_chunks_for_2d, timestamp=T(4)),
+        stage("v5", create("one", np.arange(5), chunks=3), timestamp=T(5)),
+    ],
+    "18_rebuild_string_hash_tables": [
+        *base(),
+        stage("v3", _strings, timestamp=T(3)),
+        _rebuild_string_tables,
+        stage("v4", setter("s", 0, b"z"), timestamp=T(4)),
+        stage("v5", setter("s", 0, b"a"), timestamp=T(5)),
+        read(lambda ctx: ctx.f["_version_data/s/raw_data"].shape),
+    ],
 }
 
 
@@ -349,6 +457,10 @@ def _modify_scenarios() -> dict[str, list[Any]]:
         "rechunk_true": [modify("x", chunks=True)],
         "rechunk_invalid_rank": [modify("x", chunks=(2, 2))],
         "rechunk_zero": [modify("x", chunks=(0,))],
+        "rechunk_int": [modify("x", chunks=8)],
+        "rechunk_list": [modify("x", chunks=[5])],
+        "rechunk_int_2d": [modify("grp/y", chunks=1000)],
+        "rechunk_list_wrong_rank": [modify("grp/y", chunks=[10])],
         "dtype_float": [modify("x", dtype="f4")],
         "dtype_and_fill": [modify("x", dtype="f8", fillvalue=0.5)],
         "fill_value_rule": [modify("x", fillvalue=7)],

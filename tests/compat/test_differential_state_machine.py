@@ -154,7 +154,7 @@ class Differential(RuleBasedStateMachine):
     def staged_op(self, data: st.DataObject, groups: dict[str, Any]) -> None:
         g = groups["versioned_hdf5"]
         existing = sorted(k for k, v in g.datasets().items())
-        kinds = ["create", "group_attr"]
+        kinds = ["create", "create", "fill_only", "absolute", "group_attr"]
         if existing:
             kinds += ["setitem", "setitem", "replace", "resize", "delete", "attr"]
         kind = data.draw(st.sampled_from(kinds), label="op")
@@ -190,6 +190,38 @@ class Differential(RuleBasedStateMachine):
                 contexts=groups,
             )
             return
+        if kind == "fill_only":  # no data, no dtype: float64 whatever the fill's type
+            path = draw(st.sampled_from([n for n in NAMES if n not in existing] or ["z"]))
+            if path in existing or self.store_of(path) is not None:
+                return
+            shape, chunks = draw(st.composite(lambda d: shapes_and_chunks(d))())
+            # Whole values: a fraction cast by modify_metadata(dtype="i8", fillvalue=2)
+            # differs (h5vc refills the old fill value, versioned-hdf5 casts it first:
+            # test_deliberate_differences.py).
+            fill = draw(st.sampled_from([None, 3, 2.0, True]))
+            self.both(
+                f"create_dataset({path}, shape={shape}, chunks={chunks}, fillvalue={fill!r})",
+                lambda g: (
+                    g.create_dataset(path, shape=shape, chunks=chunks, fillvalue=fill) and None
+                ),
+                contexts=groups,
+            )
+            return
+        if kind == "absolute":  # refused by both: it would name the file's root
+            path = "/" + draw(st.sampled_from(NAMES))
+            if draw(st.booleans()):
+                self.both(
+                    f"create_group({path})",
+                    lambda g: g.create_group(path) and None,
+                    contexts=groups,
+                )
+            else:
+                self.both(
+                    f"create_dataset({path})",
+                    lambda g: g.create_dataset(path, data=np.arange(3), chunks=(2,)) and None,
+                    contexts=groups,
+                )
+            return
         if kind == "group_attr":
             key, value = draw(st.sampled_from(["k1", "k2"])), draw(st.integers(0, 9))
             where = draw(st.sampled_from(["", *[n for n in GROUPS if n in g]]))
@@ -223,6 +255,8 @@ class Differential(RuleBasedStateMachine):
             )
         elif kind == "resize":
             new_shape = tuple(draw(st.integers(0 if len(shape) == 1 else 1, 12)) for _ in shape)
+            if draw(st.booleans()):  # whole floats, as h5py takes them
+                new_shape = tuple(float(n) for n in new_shape)
             self.both(
                 f"{path}.resize({new_shape})", lambda g: g[path].resize(new_shape), contexts=groups
             )
@@ -287,6 +321,10 @@ class Differential(RuleBasedStateMachine):
         index = data.draw(st.integers(-3, 0))
         self.both(f"vf[{stamp}]", lambda ctx: ctx.vf[stamp].attrs["timestamp"])
         self.both(f"vf[{index}]", lambda ctx: sorted(ctx.vf[index].keys()))
+        self.both(
+            f"get_version_by_timestamp('{stamp}')",
+            lambda ctx: ctx.vf.get_version_by_timestamp(str(stamp)),
+        )
 
     def forget_snapshots(self) -> None:
         """Versions are about to be rewritten: snapshot all of them again."""

@@ -1,9 +1,13 @@
 """Integrity check of a versioned file: every stored chunk against its digest, every
-version's mappings against the stores, the version metadata against itself.
+version's mappings against the stores, the version metadata and refs against the
+versions.
 
 :func:`verify` reads the whole file once and returns a :class:`VerifyReport`; it
 raises only for an argument that is not a versioned file.  Each :class:`Problem`
 names the HDF5 object at fault and the versions and datasets it affects.
+:func:`rebuild_hash_tables` rewrites hash tables from the stored chunks: a repair for
+tables computed wrongly, not for damaged chunks (their digests would then be taken
+as right).
 """
 
 from __future__ import annotations
@@ -16,16 +20,18 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import H5vcError
+from h5vc.errors import H5vcError, StageInProgressError
 from h5vc.hashing import chunk_hash, prefetch
-from h5vc.store import layout, timeindex, tree
+from h5vc.store import layout, legacy, timeindex, tree
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.compact import slot_windows
+from h5vc.store.legacy import RebuiltTables
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import source_name
+from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.state import FileState, resolve_state
 
-__all__ = ["Problem", "ProgressCallback", "VerifyReport", "verify"]
+__all__ = ["Problem", "ProgressCallback", "VerifyReport", "rebuild_hash_tables", "verify"]
 
 #: ``progress(done, total)``: units of work done so far out of ``total`` (one per
 #: dataset object whose mappings were checked, one per stored chunk hashed).
@@ -42,8 +48,10 @@ class Problem:
     ``kind`` is one of ``"chunk-digest"`` (stored bytes differ from their digest),
     ``"mapping"`` (a version's dataset points nowhere valid or cannot be read),
     ``"hash-table"`` (rows outside raw_data, two rows for one slot),
-    ``"store"`` (a chunk store missing or unreadable) and ``"version-metadata"``
-    (parent, timestamp, current version or time index inconsistent).
+    ``"store"`` (a chunk store missing or unreadable), ``"version-metadata"``
+    (parent, timestamp, current version or time index inconsistent) and ``"ref"`` (a
+    branch or tag pointing at a version that does not exist, such as one deleted by
+    another library).
     """
 
     kind: str
@@ -197,7 +205,31 @@ def _check_versions(state: FileState, report: VerifyReport) -> list[str]:
                 )
             )
     _check_current_and_index(state, known, report)
+    _check_refs(state, known, report)
     return names
+
+
+def _check_refs(state: FileState, known: set[str], report: VerifyReport) -> None:
+    """Every branch and tag must point at a committed version: a version deleted
+    outside h5vc (versioned-hdf5's delete_versions knows no refs) leaves them dangling."""
+    where = state.versions.name or ""
+    try:
+        refs = {BRANCH: state.refs.branches, TAG: state.refs.tags}
+    except _READ_ERRORS as error:
+        report.problems.append(Problem("ref", where, f"unreadable branches and tags: {error}"))
+        return
+    for kind, named in refs.items():
+        for name, version in named.items():
+            if version not in known:
+                report.problems.append(
+                    Problem(
+                        "ref",
+                        f"{kind} {name!r}",
+                        f"points at version {version!r}, which does not exist (deleted "
+                        f"outside h5vc?): reading it fails; "
+                        f"{'reset' if kind == BRANCH else 'delete'} the {kind}",
+                    )
+                )
 
 
 def _check_current_and_index(state: FileState, known: set[str], report: VerifyReport) -> None:
@@ -502,3 +534,35 @@ class _SlotChecks:
                     (self.path,),
                 )
             )
+
+
+# -- repair -----------------------------------------------------------------------
+
+
+def rebuild_hash_tables(f: Any, *, strings_only: bool = False) -> RebuiltTables:
+    """Rewrite hash tables from the chunks they index (every store's, or with
+    ``strings_only`` those of object-dtype string datasets, whose digests older
+    versioned-hdf5 releases computed wrongly).
+
+    Each stored chunk gets one row with the digest h5vc computes when it commits the
+    chunk, so equal chunks committed later are shared again; no version's data
+    changes. One operation: a file opened by :func:`h5vc.open` is left as it was if it
+    fails. Returns what was rewritten.
+    """
+    state = resolve_state(f)
+    state.check_writable("rebuild hash tables")
+    if state.staging is not None:
+        raise StageInProgressError(
+            f"Cannot rebuild hash tables while version {state.staging!r} is being staged: "
+            f"leave its stage_version() block first."
+        )
+    state.drop_caches()  # cached stores hold the tables (and their indexes) open
+    with state.operation():
+        rebuilt = legacy.rebuild_hash_tables(
+            state.version_data,
+            state.versions,
+            state.log.names(),
+            dtype_kinds="O" if strings_only else None,
+        )
+    state.drop_caches()
+    return rebuilt

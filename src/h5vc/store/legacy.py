@@ -52,9 +52,14 @@ class RebuiltTables:
 
 
 def rebuild_hash_tables(
-    version_data: h5py.Group, versions: h5py.Group, version_names: Iterable[str]
+    version_data: h5py.Group,
+    versions: h5py.Group,
+    version_names: Iterable[str],
+    *,
+    dtype_kinds: str | None = None,
 ) -> RebuiltTables:
-    """Rewrite the hash table of every chunk store under ``version_data``.
+    """Rewrite the hash table of every chunk store under ``version_data`` (only those
+    whose ``raw_data`` dtype kind is in ``dtype_kinds``, if given: ``"O"`` for strings).
 
     ``version_names`` are the committed versions in ``versions``: the extents they
     read each stored chunk with decide the shape it is hashed with.
@@ -66,6 +71,8 @@ def rebuild_hash_tables(
     for path in _store_groups(version_data):
         group = version_data[path]
         raw_data = group[layout.RAW_DATA]
+        if dtype_kinds is not None and raw_data.dtype.kind not in dtype_kinds:
+            continue
         chunks = _store_chunks(raw_data)
         objects = sorted(
             datasets.get(path, {}).values(),

@@ -337,6 +337,11 @@ def _mappings_from_hdf5(dataset: h5py.Dataset) -> Mappings:
     """Every mapping of ``dataset`` as HDF5 gives it (one call per selection)."""
     ndim = len(dataset.shape)
     dcpl = dataset.id.get_create_plist()  # one copy: it holds every mapping
+    if dcpl.get_layout() != h5d.VIRTUAL and _never_written(dataset, dcpl):
+        # versioned-hdf5 under h5py before 3.14 wrote a dataset mapping no chunk (empty,
+        # or all fill) as a plain dataset, as h5py could not make a virtual one without
+        # mappings: nothing stored, every element reads as the fill value.
+        return Mappings.of([], [], ndim)
     if dcpl.get_layout() != h5d.VIRTUAL:
         raise UnsupportedFormatError(
             f"Expected {dataset.name!r} to be a virtual dataset over raw_data. "
@@ -351,6 +356,11 @@ def _mappings_from_hdf5(dataset: h5py.Dataset) -> Mappings:
         file, name = dcpl.get_virtual_filename(i), dcpl.get_virtual_dsetname(i)
         names.add((file.encode(), name.encode()))
     return Mappings.of(vblocks, sblocks, ndim, frozenset(names))
+
+
+def _never_written(dataset: h5py.Dataset, dcpl: h5p.PropDCID) -> bool:
+    """Whether a plain (contiguous) dataset has no storage: no element was written."""
+    return dcpl.get_layout() == h5d.CONTIGUOUS and dataset.id.get_storage_size() == 0
 
 
 def _blocks(space: h5s.SpaceID, ndim: int) -> np.ndarray:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from h5vc.errors import InvalidTimestampError
+from h5vc.errors import InvalidTimestampError, TimestampTypeError
 from h5vc.store import layout
 
 __all__ = ["attr_str", "format_timestamp", "now", "parse_timestamp", "read_timestamp"]
@@ -32,7 +32,7 @@ def parse_timestamp(value: Any) -> np.datetime64:
                 f"{offset}) instead; convert it with .astimezone(datetime.timezone.utc)."
             )
         return np.datetime64(value.replace(tzinfo=None), "us")
-    raise InvalidTimestampError(
+    raise TimestampTypeError(
         f"Expected a datetime.datetime or numpy.datetime64 timestamp. "
         f"Got {type(value).__name__} instead."
     )

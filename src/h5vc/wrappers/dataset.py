@@ -17,7 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.errors import ClosedError, ReadOnlyError, VersionNotFoundError
+from h5vc.errors import ClosedError, InvalidOptionError, ReadOnlyError, VersionNotFoundError
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
@@ -40,6 +40,17 @@ __all__ = [
 
 #: A staging array whose chunks sit on ``raw_data`` per a chunk map.
 array_from_chunk_map = staged_array
+
+
+def _extent(size: Any) -> int:
+    """One axis length given to ``resize``: an int, or a float of a whole value (as
+    h5py and versioned-hdf5 take ``9.0``); a fraction is refused, not truncated."""
+    value = np.asarray(size)[()]
+    if isinstance(value, float | np.floating):
+        if not float(value).is_integer():
+            raise InvalidOptionError(f"Expected a whole number as the new size. Got {size!r}.")
+        return int(value)
+    return operator.index(value)
 
 
 def default_fill(dtype: np.dtype) -> Any:
@@ -499,11 +510,11 @@ class StagedDataset(_DatasetBase):
             if not -self.ndim <= axis < self.ndim:
                 raise ValueError(f"Invalid axis {axis} for a dataset of rank {self.ndim}")
             new_shape = list(self.shape)
-            new_shape[axis] = operator.index(np.asarray(size)[()])
+            new_shape[axis] = _extent(size)
         elif np.ndim(size) == 0:
-            new_shape = [operator.index(np.asarray(size)[()])]
+            new_shape = [_extent(size)]
         else:
-            new_shape = [operator.index(np.asarray(n)[()]) for n in size]
+            new_shape = [_extent(n) for n in size]
         if len(new_shape) != self.ndim:
             raise TypeError(
                 f"New shape length ({len(new_shape)}) must match dataset rank ({self.ndim})"

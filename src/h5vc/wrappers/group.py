@@ -10,7 +10,14 @@ import h5py
 import numpy as np
 
 from h5vc.chunking import guess_chunks, parse_chunks
-from h5vc.errors import CorruptDataError, MetadataMismatchError, NotSupportedError, ReadOnlyError
+from h5vc.errors import (
+    CorruptDataError,
+    InvalidFillValueError,
+    InvalidPathError,
+    MetadataMismatchError,
+    NotSupportedError,
+    ReadOnlyError,
+)
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
@@ -409,8 +416,19 @@ class StagedGroup(_GroupBase):
         self._loaded[name] = node
         self._structure_changed = True
 
+    def _check_relative(self, name: str, action: str) -> None:
+        """Refuse an absolute path for a new object (as versioned-hdf5): in h5py it names
+        the file's root, which is not versioned."""
+        if isinstance(name, str) and name.startswith("/"):
+            raise InvalidPathError(
+                f"Cannot {action} {name!r} in the staged version: expected a path relative "
+                f"to the version's group. Root level objects cannot be created inside a "
+                f"versioned group (write them through h5py, outside the versions)."
+            )
+
     def create_group(self, name: str, track_order: Any = None) -> StagedGroup:
         self._check_writable()
+        self._check_relative(name, "create group")
         parent, leaf = self._parent_for(name, create=True)
         if parent is not self:
             return parent.create_group(leaf)
@@ -445,6 +463,7 @@ class StagedGroup(_GroupBase):
     ) -> StagedDataset:
         """Create a dataset, with the arguments of ``h5py.Group.create_dataset``."""
         self._check_writable()
+        self._check_relative(name, "create dataset")
         if hasattr(data, "__dask_graph__"):  # a Dask array: written block by block
             from h5vc.blockwrite import create_dataset as create_from_dask
 
@@ -503,6 +522,7 @@ class StagedGroup(_GroupBase):
         cannot change.
         """
         self._check_writable()
+        self._check_relative(name, "write dataset")
         parent, leaf = self._parent_for(name, create=True)
         old = parent.get(leaf)
         if not isinstance(old, StagedDataset):
@@ -603,7 +623,9 @@ def _new_dataset(
             data, dtype=None if dtype is None or np.dtype(dtype).kind == "O" else dtype
         )
     if dtype is None:
-        dtype = data.dtype if data is not None else np.dtype("f4")
+        # versioned-hdf5 makes float64 (h5py float32, with a deprecation warning): the
+        # fill value's own type never decides it, so 0.1 keeps its precision.
+        dtype = data.dtype if data is not None else np.dtype("f8")
     dtype = np.dtype(dtype)
     if data is not None and dtype.kind != "O" and data.dtype != dtype:
         data = data.astype(dtype)
@@ -619,8 +641,8 @@ def _new_dataset(
     chunks = _parse_chunks(chunks, shape, dtype, maxshape)
     check_storable(path, dtype, chunks, filters)
     existing = state.compatible_store(path, dtype, chunks)
-    fill = default_fill(dtype) if fillvalue is None else np.asarray(fillvalue, dtype=dtype)[()]
-    stored_fill = fillvalue if fillvalue is not None or dtype.kind == "O" else fill
+    fill = default_fill(dtype) if fillvalue is None else _cast_fill(path, fillvalue, dtype)
+    stored_fill = fillvalue if dtype.kind == "O" else fill
     raw_data = existing.raw_data if existing is not None else None
     if data is None:
         array = StagedChangesArray(
@@ -650,6 +672,17 @@ def _new_dataset(
         filters=filters,
         state=state,
     )
+
+
+def _cast_fill(path: str, fillvalue: Any, dtype: np.dtype) -> Any:
+    """``fillvalue`` as a value of ``dtype``; a complex one for a real dtype is refused
+    (its imaginary part would be dropped)."""
+    if dtype.kind not in "cO" and np.iscomplexobj(fillvalue):
+        raise InvalidFillValueError(
+            f"Expected a real fill value for dataset {path!r} of dtype {dtype}. Got the "
+            f"complex {fillvalue!r} instead; pass dtype=complex to keep it."
+        )
+    return np.asarray(fillvalue, dtype=dtype)[()]
 
 
 def _parse_chunks(
