@@ -12,7 +12,6 @@ numpy) does not load h5py.
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from h5vc.errors import (
@@ -60,11 +59,6 @@ if TYPE_CHECKING:
     )
     from h5vc.readers import Reader
 
-try:
-    __version__ = metadata.version("h5vc")
-except metadata.PackageNotFoundError:  # run from a source tree that is not installed
-    __version__ = "0+unknown"
-
 #: Public name -> the module that defines it.
 _LAZY = {
     "VersionedHDF5File": "h5vc.api",
@@ -103,7 +97,21 @@ _SUBPACKAGES = frozenset(
 )
 
 
+def _version() -> str:
+    """The installed version (read on first use: importlib.metadata costs 40-60 ms)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("h5vc")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value: Any = _version()
+        globals()[name] = value
+        return value
     module = _LAZY.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
@@ -116,7 +124,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_SUBPACKAGES})
+    return sorted({*globals(), *_LAZY, *_SUBPACKAGES, "__version__"})
 
 
 __all__ = [
