@@ -13,8 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from h5vc.errors import AmbiguousRefError, InvalidOptionError, RefNotFoundError
+from h5vc.errors import (
+    AmbiguousRefError,
+    InvalidOptionError,
+    InvalidVersionNameError,
+    RefNotFoundError,
+)
 from h5vc.lifecycle import merge as _merge
+from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
 from h5vc.versions.refs import BRANCH, TAG
@@ -199,8 +205,7 @@ class RefsMixin:
         """
         self._check_writable(f"merge {theirs!r}")
         state = self._open_state
-        branch = into if into is not None else self.current_branch
-        ours = self._target(None) if branch is None else state.refs.require(BRANCH, branch)
+        branch, ours = self._onto(into)
         their_version = self.resolve(theirs)
         moves_current = ours == state.current_version
         if name is None:
@@ -225,15 +230,130 @@ class RefsMixin:
                 state.set_current_version(result.version)
         return result
 
+    def _onto(self, into: str | None) -> tuple[str | None, str]:
+        """``(branch, its head)`` a merge, cherry-pick or revert commits on: ``into``,
+        else the current branch; ``(None, current version)`` when there is none."""
+        state = self._open_state
+        branch = into if into is not None else self.current_branch
+        ours = self._target(None) if branch is None else state.refs.require(BRANCH, branch)
+        return branch, ours
 
-def _merge_name(state: FileState, theirs: str, ours: str) -> str:
-    base = f"merge {theirs} into {ours}"
+    def cherry_pick(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        on_conflict: Any = "fail",
+        *,
+        parent: Any = None,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> _merge.MergeResult:
+        """Apply the change ``version`` (a version, tag or branch) made to its parent onto
+        branch ``into`` (default: the current branch, or the current version when no
+        branch is current), as a new version ``name`` (default: generated), and move the
+        branch to it.
+
+        Three-way and chunk level, like :meth:`merge`, with ``version``'s parent as the
+        base; ``on_conflict`` as for :meth:`merge`.  A merge version needs ``parent``
+        (1-based position or name of the parent whose change is taken):
+        :class:`~h5vc.errors.MergeParentError` otherwise.  A version already in
+        ``into``'s history raises :class:`~h5vc.errors.EmptyChangeError`.
+        """
+        return self._apply_change(
+            "cherry-pick", version, into, name, on_conflict, parent, message, author
+        )
+
+    def revert(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        parent: Any = None,
+        on_conflict: Any = "fail",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> _merge.MergeResult:
+        """Apply the inverse of the change ``version`` made to its parent onto branch
+        ``into`` (as :meth:`cherry_pick`): a new version that undoes it, later changes
+        kept.  A merge version needs ``parent`` (whose side is kept)."""
+        return self._apply_change(
+            "revert", version, into, name, on_conflict, parent, message, author
+        )
+
+    def _apply_change(
+        self,
+        kind: str,
+        version: str,
+        into: str | None,
+        name: str | None,
+        on_conflict: Any,
+        parent: Any,
+        message: str | None,
+        author: str | None,
+    ) -> _merge.MergeResult:
+        self._check_writable(f"{kind} {version!r}")
+        state = self._open_state
+        _merge.check_on_conflict(on_conflict)
+        branch, ours = self._onto(into)
+        source = self.resolve(version)
+        if isinstance(parent, str):
+            parent = self.resolve(parent)
+        change_parent(state, source, parent)  # refused before anything is written
+        if message is None:
+            message = _change_message(state, kind, source)
+        moves_current = ours == state.current_version
+        apply = cherry_pick if kind == "cherry-pick" else revert
+        with state.operation():  # one commit point: the version, the branch, current
+            new_name = _check_version_name(
+                state, name if name is not None else _change_name(state, kind, source)
+            )
+            result = apply(
+                state,
+                source,
+                ours,
+                new_name,
+                parent=parent,
+                message=message,
+                author=author,
+                on_conflict=on_conflict,
+                make_current=moves_current,
+            )
+            if branch is not None:
+                state.refs.set(BRANCH, branch, result.version)
+        return result
+
+
+def _change_name(state: FileState, kind: str, version: str) -> str:
+    return _unique(state, f"{kind} of {version}")
+
+
+def _change_message(state: FileState, kind: str, version: str) -> str:
+    original = state.log.info(version).message
+    first = f"{'Cherry-pick' if kind == 'cherry-pick' else 'Revert'} of {version}"
+    return first if not original else f"{first}: {original}"
+
+
+def _unique(state: FileState, base: str) -> str:
     name, n = base, 1
-    while name in state.log:
+    while name in state.log or state.refs.get(BRANCH, name) or state.refs.get(TAG, name):
         n += 1
         name = f"{base} ({n})"
     return name
 
 
+def _merge_name(state: FileState, theirs: str, ours: str) -> str:
+    return _unique(state, f"merge {theirs} into {ours}")
+
+
 def _check_version_name(state: FileState, name: str) -> str:
-    return check_new_version_name(state, name)
+    """``name`` if a new version may take it: not a version, branch or tag yet."""
+    name = check_new_version_name(state, name)
+    for kind in (BRANCH, TAG):
+        if state.refs.get(kind, name) is not None:
+            raise InvalidVersionNameError(
+                f"{name!r} is already a {kind}; a version of the same name would make "
+                f"{name!r} ambiguous. Expected another version name."
+            )
+    return name

@@ -1,0 +1,53 @@
+"""``h5vc cherry-pick``, ``revert``, ``blame``, ``bisect`` and ``squash``."""
+
+from __future__ import annotations
+
+import json
+
+from cli_helpers import file_digest
+
+import h5vc
+
+
+def test_cherry_pick_and_revert(run, history):
+    run("branch", "create", history, "main")
+    run("branch", "switch", history, "main")
+    result = run("cherry-pick", history, "b1", "--name", "p")
+    assert result.exit_code == 0, result.stderr
+    assert result.output.startswith("picked b1 onto v3 (branch main) as p: 1 chunk(s) taken")
+    report = json.loads(run("revert", history, "v2", "--json").output)
+    assert report["kind"] == "revert" and report["onto"] == "p" and report["branch"] == "main"
+    assert report["change_from"] == "v2" and report["change_to"] == "v1"
+    with h5vc.open(str(history)) as vf:
+        x = vf["main"]["x"][:]
+        assert x[95] == 7 and x[15] == 15 and vf.version_info(report["version"]).prev_version == "p"
+
+
+def test_cherry_pick_into_a_branch(run, history):
+    run("branch", "create", history, "side", "--at", "v1")
+    assert run("cherry-pick", history, "v2", "--into", "side", "--name", "s").exit_code == 0
+    with h5vc.open(str(history)) as vf:
+        assert vf.branches["side"] == "s" and vf.current_version == "v3"
+        assert vf["s"]["x"][15] == -1
+
+
+def test_bad_cherry_picks_exit_1_and_change_nothing(run, history):
+    with h5vc.open(str(history), "r+") as vf:
+        vf.create_branch("main", at="v3")
+        vf.switch_branch("main")
+        vf.merge("b1", name="m")
+    before = file_digest(history)
+    for args, words in (
+        (["cherry-pick", history, "nope"], "nope"),
+        (["cherry-pick", history, "v2"], "already part of the history"),
+        (["revert", history, "m"], "parent"),
+        (["revert", history, "m", "--parent", "5"], "between 1 and 2"),
+        (["cherry-pick", history, "b1", "--into", "nobranch"], "nobranch"),
+    ):
+        result = run(*args)
+        assert result.exit_code == 1 and result.stderr.count("\n") == 1, args
+        assert words in result.stderr, result.stderr
+    assert file_digest(history) == before
+    assert run("revert", history, "m", "--parent", "1", "--name", "r").exit_code == 0
+    with h5vc.open(str(history)) as vf:
+        assert vf["r"]["x"][95] == 95
