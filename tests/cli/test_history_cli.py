@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 
+import numpy as np
 from cli_helpers import file_digest
 
 import h5vc
@@ -71,3 +73,45 @@ def test_blame(run, history):
     for args in (["blame", history, "nope"], ["blame", history, "x", "nope"]):
         result = run(*args)
         assert result.exit_code == 1 and "nope" in result.stderr
+
+
+def _line(path, n):
+    with h5vc.open(str(path), "w") as vf:
+        for i in range(n):
+            with vf.stage_version(f"v{i}") as g:
+                if i == 0:
+                    g.create_dataset("x", data=np.zeros(n, dtype=np.int64))
+                else:
+                    g["x"][i] = i
+
+
+def test_bisect_with_an_expression_and_a_command(run, tmp_path):
+    path = tmp_path / "line.h5"
+    _line(path, 40)
+    result = run("bisect", path, "v0", "v39", "--expr", "g['x'][:].sum() > 100")
+    assert result.exit_code == 0, result.stderr
+    assert result.output.splitlines()[-1].startswith("first bad version: v14 (")
+    script = tmp_path / "test.py"
+    script.write_text("import os, sys\nsys.exit(int(os.environ['H5VC_VERSION'][1:]) >= 23)\n")
+    report = json.loads(
+        run("bisect", path, "v0", "v39", "--cmd", f"{sys.executable} {script}", "--json").output
+    )
+    assert report["first_bad"] == "v23" and report["versions_between"] == 39
+    assert len(report["tested"]) <= 6
+
+
+def test_bisect_bad_input(run, tmp_path):
+    path = tmp_path / "line.h5"
+    _line(path, 5)
+    before = file_digest(path)
+    for args, words in (
+        (["v0", "v4"], "one of --expr or --cmd"),
+        (["v0", "v4", "--expr", "g[", "--cmd", "true"], "one of --expr or --cmd"),
+        (["v0", "v4", "--expr", "g["], "not a Python expression"),
+        (["v4", "v0", "--expr", "True"], "ancestor"),
+        (["v0", "nope", "--expr", "True"], "nope"),
+        (["v0", "v4", "--cmd", "exit 125"], "status 125"),
+    ):
+        result = run("bisect", path, *args)
+        assert result.exit_code == 1 and words in result.stderr, (args, result.stderr)
+    assert file_digest(path) == before

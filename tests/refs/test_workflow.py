@@ -3,6 +3,7 @@ cherry-pick, revert, blame checked against a model, bisect and squash."""
 
 from __future__ import annotations
 
+import h5py
 import numpy as np
 
 import h5vc
@@ -111,3 +112,29 @@ def _check_blame(vf, model):
         for item in regions:
             key = tuple((s.start, s.stop) for s in item.region)
             assert item.version == model.owner[version][key], (ref, key)
+
+
+def test_bisect_over_1000_versions_opens_at_most_12(tmp_path):
+    path = tmp_path / "long.h5"
+    with h5py.File(path, "w") as f:  # without the journal: 1000 quick commits
+        vf = h5vc.VersionedHDF5File(f)
+        with vf.stage_version("v0") as g:
+            g.create_dataset("level", data=np.zeros(4, dtype=np.int64))
+        for i in range(1, 1000):
+            with vf.stage_version(f"v{i}") as g:
+                g["level"][i % 4] = i
+    with h5vc.open(str(path)) as vf:
+        opened = []
+        get = vf.get_version_by_name
+
+        def counting(name):
+            opened.append(name)
+            return get(name)
+
+        vf.get_version_by_name = counting
+        for first_bad in (1, 2, 500, 637, 998, 999):
+            opened.clear()
+            result = vf.bisect(lambda g, n=first_bad: g["level"][:].max() >= n, "v0", "v999")
+            assert result.version == f"v{first_bad}"
+            assert len(opened) <= 12 and len(result.path) == 999
+            assert [name for name, _ in result.tested] == opened

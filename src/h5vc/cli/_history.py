@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any
 
 import click
+import numpy as np
 
-from h5vc.cli._app import cli, emit_json, json_option, open_versioned, print_table
+from h5vc.cli._app import CliError, cli, emit_json, json_option, open_versioned, print_table
 from h5vc.lifecycle.blame import Blame, BlameRegion
 
-__all__ = ["blame", "blame_rows"]
+__all__ = ["bisect", "blame", "blame_rows"]
 
 FILE = click.argument("file", type=click.Path(dir_okay=False))
 
@@ -64,4 +67,79 @@ def blame(file: str, dataset: str, ref: str | None, as_json: bool) -> None:
         f"/{result.path} in {result.version}",
         ["region", "version"],
         [[row.describe(), row.version] for row in rows],
+    )
+
+
+#: ``git bisect run``'s exit status for "cannot test this version".
+SKIP_STATUS = 125
+
+
+def _expression_test(expression: str) -> Any:
+    try:
+        code = compile(expression, "<--expr>", "eval")
+    except SyntaxError as err:
+        raise CliError(f"--expr is not a Python expression: {err.msg} in {expression!r}") from err
+
+    def test(group: Any) -> bool:
+        return bool(eval(code, {"np": np, "numpy": np}, {"g": group}))
+
+    return test
+
+
+def _command_test(command: str, file: str) -> Any:
+    def test(group: Any) -> bool:
+        env = {**os.environ, "H5VC_FILE": file, "H5VC_VERSION": group.version_name}
+        status = subprocess.run(command, shell=True, env=env, check=False).returncode
+        if status == SKIP_STATUS or not 0 <= status < 128:
+            raise CliError(
+                f"--cmd exited with status {status} on version {group.version_name}: expected "
+                f"0 (good) or 1-127 except {SKIP_STATUS} (bad); bisect stopped"
+            )
+        return status != 0
+
+    return test
+
+
+@cli.command()
+@FILE
+@click.argument("good")
+@click.argument("bad")
+@click.option(
+    "--expr",
+    metavar="EXPR",
+    help="Python expression over g (the version's group) and np, true where the version is bad.",
+)
+@click.option(
+    "--cmd",
+    metavar="COMMAND",
+    help="Shell command run for each version tested (H5VC_FILE and H5VC_VERSION set): "
+    "exit status 0 means good, 1-127 bad.",
+)
+@json_option
+def bisect(
+    file: str, good: str, bad: str, expr: str | None, cmd: str | None, as_json: bool
+) -> None:
+    """Find the first version after GOOD up to BAD (versions, tags or branches) that is
+    bad, testing about log2(n) of the n versions between them."""
+    if (expr is None) == (cmd is None):
+        raise CliError("expected one of --expr or --cmd")
+    test = _expression_test(expr) if expr is not None else _command_test(str(cmd), file)
+    with open_versioned(file) as vf:
+        result = vf.bisect(test, good, bad)
+    if as_json:
+        emit_json(
+            {
+                "first_bad": result.version,
+                "good": result.good,
+                "bad": result.bad,
+                "versions_between": len(result.path),
+                "tested": [{"version": v, "bad": b} for v, b in result.tested],
+            }
+        )
+        return
+    for version, found in result.tested:
+        click.echo(f"{version}: {'bad' if found else 'good'}")
+    click.echo(
+        f"first bad version: {result.version} ({len(result.tested)} of "
+        f"{len(result.path)} version(s) tested)"
     )

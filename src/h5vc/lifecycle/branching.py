@@ -11,6 +11,7 @@ one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from h5vc.errors import (
@@ -20,6 +21,8 @@ from h5vc.errors import (
     RefNotFoundError,
 )
 from h5vc.lifecycle import merge as _merge
+from h5vc.lifecycle.bisection import BisectResult
+from h5vc.lifecycle.bisection import bisect as _bisect
 from h5vc.lifecycle.blame import Blame
 from h5vc.lifecycle.blame import blame as _blame
 from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
@@ -58,6 +61,9 @@ class RefsMixin:
         raise NotImplementedError
 
     def _check_writable(self, action: str) -> None:  # provided by the class
+        raise NotImplementedError
+
+    def get_version_by_name(self, name: str) -> Any:  # provided by the class
         raise NotImplementedError
 
     # -- names --------------------------------------------------------------------
@@ -293,6 +299,17 @@ class RefsMixin:
         ``result.regions`` lists ``(region, version)``; ``result.version_of(i, j)``
         answers for one element."""
         return _blame(self._open_state, self._target(ref), path, index)
+
+    def bisect(self, predicate: Callable[[Any], Any], good: str, bad: str) -> BisectResult:
+        """The first version on the path from ``good`` to ``bad`` (versions, tags or
+        branches) for which ``predicate(version_group)`` is true; ``good`` is taken as
+        false and ``bad`` as true.  A binary search: ``ceil(log2(n))`` of the ``n``
+        versions on the path are opened.  ``result.version`` is the version found,
+        ``result.tested`` the ``(version, result)`` pairs in order."""
+        state = self._open_state
+        return _bisect(
+            state, predicate, self.resolve(good), self.resolve(bad), self.get_version_by_name
+        )
 
     def _apply_change(
         self,
