@@ -115,3 +115,17 @@ def test_bisect_bad_input(run, tmp_path):
         result = run("bisect", path, *args)
         assert result.exit_code == 1 and words in result.stderr, (args, result.stderr)
     assert file_digest(path) == before
+
+
+def test_squash(run, tmp_path):
+    path = tmp_path / "line.h5"
+    _line(path, 6)
+    result = run("squash", path, "v1", "v4", "--name", "s", "-m", "four edits")
+    assert result.output == "squashed 4 version(s) v1..v4 into s\n"
+    with h5vc.open(str(path)) as vf:
+        assert vf.versions == ["v0", "s", "v5"] and vf.version_info("s").message == "four edits"
+        assert list(vf["v5"]["x"][:]) == [0, 1, 2, 3, 4, 5]
+    before = file_digest(path)
+    result = run("squash", path, "v5", "s")
+    assert result.exit_code == 1 and "ancestor" in result.stderr
+    assert file_digest(path) == before

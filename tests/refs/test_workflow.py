@@ -138,3 +138,38 @@ def test_bisect_over_1000_versions_opens_at_most_12(tmp_path):
             assert result.version == f"v{first_bad}"
             assert len(opened) <= 12 and len(result.path) == 999
             assert [name for name, _ in result.tested] == opened
+
+
+def test_squash_of_100_versions_frees_their_space(tmp_path):
+    rng = np.random.default_rng(3)
+    path = tmp_path / "many.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=rng.random(1_000_000), chunks=(1000,))  # 8 MB
+        vf.create_branch("main")
+        vf.switch_branch("main")
+        for i in range(1, 101):  # each rewrites 20 whole chunks: 16 MB in all
+            with vf.stage_version(f"v{i}", branch="main") as g:
+                for chunk in rng.choice(1000, 20, replace=False):
+                    g["x"][chunk * 1000 : (chunk + 1) * 1000] = rng.random(1000)
+        expected = vf["v100"]["x"][:]
+        full = h5vc.stats(vf)
+        name = vf.squash("v1", "main", name="squashed")
+        assert vf.versions == ["v0", "squashed"] and vf.branches == {"main": "squashed"}
+        assert vf.current_version == "squashed"
+        assert np.array_equal(vf["squashed"]["x"][:], expected)
+        space = h5vc.stats(vf)
+        used = space.file_bytes - space.free_bytes
+    one = tmp_path / "one.h5"
+    with h5vc.open(str(one), "w") as vf:  # the same data: v0, and the last one as one version
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=vf_data(path, "v0"), chunks=(1000,))
+        with vf.stage_version("squashed") as g:
+            g["x"][:] = expected
+    assert full.file_bytes - full.free_bytes > 1.5 * one.stat().st_size  # before
+    assert name == "squashed" and used <= 1.05 * one.stat().st_size
+
+
+def vf_data(path, version):
+    with h5vc.open(str(path)) as vf:
+        return vf[version]["x"][:]

@@ -12,7 +12,7 @@ import numpy as np
 from h5vc.cli._app import CliError, cli, emit_json, json_option, open_versioned, print_table
 from h5vc.lifecycle.blame import Blame, BlameRegion
 
-__all__ = ["bisect", "blame", "blame_rows"]
+__all__ = ["bisect", "blame", "blame_rows", "squash"]
 
 FILE = click.argument("file", type=click.Path(dir_okay=False))
 
@@ -143,3 +143,19 @@ def bisect(
         f"first bad version: {result.version} ({len(result.tested)} of "
         f"{len(result.path)} version(s) tested)"
     )
+
+
+@cli.command()
+@FILE
+@click.argument("first")
+@click.argument("last")
+@click.option("--name", help="Name of the new version (default: generated).")
+@click.option("-m", "--message", help="Message of the new version (default: the run's).")
+def squash(file: str, first: str, last: str, name: str | None, message: str | None) -> None:
+    """Replace the linear run of versions FIRST..LAST by one version holding LAST's data;
+    LAST's children and branches move to it, and the space only the run used is freed."""
+    with open_versioned(file, "r+") as vf:
+        count = len(vf)
+        new = vf.squash(first, last, name=name, message=message)
+        removed = count + 1 - len(vf)
+    click.echo(f"squashed {removed} version(s) {first}..{last} into {new}")

@@ -21,6 +21,7 @@ from h5vc.errors import (
     RefNotFoundError,
 )
 from h5vc.lifecycle import merge as _merge
+from h5vc.lifecycle import squash as _squash
 from h5vc.lifecycle.bisection import BisectResult
 from h5vc.lifecycle.bisection import bisect as _bisect
 from h5vc.lifecycle.blame import Blame
@@ -310,6 +311,43 @@ class RefsMixin:
         return _bisect(
             state, predicate, self.resolve(good), self.resolve(bad), self.get_version_by_name
         )
+
+    def squash(
+        self,
+        first: str,
+        last: str,
+        name: str | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> str:
+        """Replace the linear run of versions from ``first`` to ``last`` (versions, tags
+        or branches) by one new version ``name`` (default: generated) holding ``last``'s
+        data, parent ``first``'s parent; ``last``'s children and branches move to it,
+        and the run is deleted as :func:`~h5vc.delete_versions` deletes (the chunks
+        only the run held are freed).  Returns the new version's name.
+
+        Raises :class:`~h5vc.errors.NotLinearHistoryError` unless ``first`` is ``last``
+        or a first-parent ancestor of it with no merge, and no other child, in between;
+        :class:`~h5vc.errors.RefInUseError` for a tag on the run or a branch inside it.
+        Nothing changes then.  The default message lists the run's messages.
+        """
+        self._check_writable(f"squash {first!r}..{last!r}")
+        state = self._open_state
+        run = _squash.squash_run(state, self.resolve(first), self.resolve(last))
+        if name is None:
+            name = _unique(state, f"squash of {run[0]} to {run[-1]}")
+        if message is None:
+            message = _squash.default_message(state, run)
+        info = _squash.squash(
+            state,
+            run,
+            name,
+            message=message,
+            author=author,
+            check_name=lambda n: _check_version_name(state, n),
+        )
+        return info.name
 
     def _apply_change(
         self,
