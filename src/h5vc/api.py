@@ -306,9 +306,11 @@ class VersionedHDF5File(RefsMixin):
         """``{region: (data in version1, data in version2)}`` for dataset ``name``."""
         return lifecycle.get_diff(self.file_state, name, version1, version2)
 
-    def log(self, version: str | None = None) -> list[VersionInfo]:
-        """Versions from ``version`` (default: the current one) back to the first."""
-        return lifecycle.log(self.file_state, version)
+    def log(self, version: str | None = None, first_parent: bool = False) -> list[VersionInfo]:
+        """``version`` (a version, tag or branch; default: the current one) and every
+        ancestor once, children before parents (only first parents with
+        ``first_parent=True``); see :func:`h5vc.log`."""
+        return lifecycle.log(self.file_state, version, first_parent=first_parent)
 
     def __repr__(self) -> str:
         if self._state is None:

@@ -129,3 +129,15 @@ def test_squash(run, tmp_path):
     result = run("squash", path, "v5", "s")
     assert result.exit_code == 1 and "ancestor" in result.stderr
     assert file_digest(path) == before
+
+
+def test_log_walks_both_lines_of_a_merge(run, history):
+    with h5vc.open(str(history), "r+") as vf:
+        vf.create_branch("main", at="v3")
+        vf.merge("b1", into="main", name="m")
+    every = json.loads(run("log", history, "main", "--json").output)
+    assert [e["version"] for e in every] == ["m", "b1", "v3", "v2", "v1"]
+    first = json.loads(run("log", history, "main", "--first-parent", "--json").output)
+    assert [e["version"] for e in first] == ["m", "v3", "v2", "v1"]
+    graph = run("log", history, "main", "--graph").output.splitlines()
+    assert graph[0].startswith("* version m") and "|\\" in graph
