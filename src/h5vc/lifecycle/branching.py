@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from h5vc.errors import (
     AmbiguousRefError,
     InvalidOptionError,
@@ -30,8 +32,9 @@ from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
 from h5vc.versions.refs import BRANCH, TAG
+from h5vc.versions.timestamps import now
 
-__all__ = ["RefsMixin"]
+__all__ = ["RefsMixin", "check_version_name", "generated_version_name", "resolve_ref"]
 
 
 def resolve_ref(state: FileState, name: str) -> str:
@@ -169,7 +172,7 @@ class RefsMixin:
     def _branch_base(self, branch: str, prev_version: str | None) -> str:
         """The version a commit on ``branch`` starts from."""
         head = self._open_state.refs.require(BRANCH, branch)
-        if prev_version is not None and prev_version != head:
+        if prev_version is not None and prev_version != head and self.resolve(prev_version) != head:
             raise InvalidOptionError(
                 f"Expected prev_version to be omitted or the head of branch {branch!r} "
                 f"({head!r}). Got {prev_version!r}."
@@ -231,7 +234,7 @@ class RefsMixin:
                 allow_unrelated=allow_unrelated,
                 fast_forward=fast_forward,
                 make_current=moves_current,
-                check_name=lambda n: _check_version_name(state, n),
+                check_name=lambda n: check_version_name(state, n),
             )
             if branch is not None:
                 state.refs.set(BRANCH, branch, result.version)
@@ -345,7 +348,7 @@ class RefsMixin:
             name,
             message=message,
             author=author,
-            check_name=lambda n: _check_version_name(state, n),
+            check_name=lambda n: check_version_name(state, n),
         )
         return info.name
 
@@ -373,7 +376,7 @@ class RefsMixin:
         moves_current = ours == state.current_version
         apply = cherry_pick if kind == "cherry-pick" else revert
         with state.operation():  # one commit point: the version, the branch, current
-            new_name = _check_version_name(
+            new_name = check_version_name(
                 state, name if name is not None else _change_name(state, kind, source)
             )
             result = apply(
@@ -402,11 +405,12 @@ def _change_message(state: FileState, kind: str, version: str) -> str:
     return first if not original else f"{first}: {original}"
 
 
-def _unique(state: FileState, base: str) -> str:
+def _unique(state: FileState, base: str, suffix: str = " ({n})") -> str:
+    """``base``, or ``base`` with ``suffix`` (n = 2, 3, ...) when a version or ref has it."""
     name, n = base, 1
     while name in state.log or state.refs.get(BRANCH, name) or state.refs.get(TAG, name):
         n += 1
-        name = f"{base} ({n})"
+        name = base + suffix.format(n=n)
     return name
 
 
@@ -414,7 +418,15 @@ def _merge_name(state: FileState, theirs: str, ours: str) -> str:
     return _unique(state, f"merge {theirs} into {ours}")
 
 
-def _check_version_name(state: FileState, name: str) -> str:
+def generated_version_name(state: FileState) -> str:
+    """A name for a version committed without one: the UTC time now to the
+    microsecond, ``YYYYMMDDTHHMMSS.ffffffZ`` (names of later commits sort after those
+    of earlier ones), with ``-2``, ``-3``, ... added in the rare case it is taken."""
+    stamp = np.datetime_as_string(now(), unit="us").replace("-", "").replace(":", "")
+    return _unique(state, f"{stamp}Z", "-{n}")
+
+
+def check_version_name(state: FileState, name: str) -> str:
     """``name`` if a new version may take it: not a version, branch or tag yet."""
     name = check_new_version_name(state, name)
     for kind in (BRANCH, TAG):
