@@ -39,6 +39,7 @@ def bisect_path(state: FileState, good: str, bad: str) -> list[str]:
     """The versions after ``good`` up to ``bad`` (included), oldest first."""
     if good == bad:
         raise BisectError(f"Expected a good version older than the bad one. Got {good!r} for both.")
+    state.log.names()  # every version's parents in one read (the index's log column)
     chain: list[str] = []
     for name in state.log.ancestors(bad):
         if name == good:

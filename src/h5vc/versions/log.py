@@ -38,6 +38,10 @@ class VersionInfo:
         return first + self.merge_parents
 
 
+#: Heap keys of :meth:`VersionLog.topological`: newer versions have smaller keys.
+_EPOCH = np.datetime64(0, "us")
+
+
 class VersionLog:
     """Committed versions of one versioned root.
 
@@ -171,6 +175,7 @@ class VersionLog:
         With ``first_parent`` only the chain of first parents is walked.  Lazy: the
         ancestors are collected first (parents only), nothing else is read.
         """
+        self._load_all()  # every version's parents in one read (the index's log column)
         if first_parent:
             yield from self.ancestors(start)
             return
@@ -185,7 +190,7 @@ class VersionLog:
                 else:
                     children[parent] = 1
                     todo.append(parent)
-        ready = [(-self._stamp(start), start)]
+        ready: list[tuple[np.timedelta64, str]] = [(_EPOCH - self._stamp(start), start)]
         while ready:
             _, name = heapq.heappop(ready)
             yield name
@@ -193,10 +198,10 @@ class VersionLog:
                 if parent in children:
                     children[parent] -= 1
                     if not children[parent]:
-                        heapq.heappush(ready, (-self._stamp(parent), parent))
+                        heapq.heappush(ready, (_EPOCH - self._stamp(parent), parent))
 
-    def _stamp(self, name: str) -> int:
-        return int(self.info(name).timestamp.astype("datetime64[us]").astype(np.int64))
+    def _stamp(self, name: str) -> np.datetime64:
+        return self.info(name).timestamp
 
     def _index_usable(self) -> bool:
         """Whether the persisted time index lists exactly the committed versions."""
