@@ -14,7 +14,8 @@
 * Cherry-pick: branch ``b`` edits one element in each of 100 chunks of the small-edits
   array; cherry-picking that version onto ``a`` (which edited 100 other chunks) against
   one ordinary commit editing the same 100 chunks on ``a``.
-* Blame: the small-edits array after 1000 commits each editing 100 elements at random;
+* Blame: the small-edits array after 1000 commits each overwriting 100 consecutive
+  elements at a random offset (as the small-edits workload);
   ``vf.blame("x")`` on the file opened read-only (``h5vc.open(path)``), and opened for
   writing.
 * Bisect: over the 10,000 versions of the long history, the first version where an
@@ -234,11 +235,11 @@ def measure_blame(h5vc: Any, workdir: pathlib.Path, sizes: dict[str, int]) -> Me
         vf = h5vc.VersionedHDF5File(f)
         with vf.stage_version("v0") as g:
             g.create_dataset("x", data=rng.random(length), chunks=(sizes["chunk"],))
-        for i in range(1, versions):
-            edited = rng.integers(0, length, 100)
+        for i in range(1, versions):  # the small-edits workload's commits
+            start = int(rng.integers(0, length - 100))
             with vf.stage_version(f"v{i}") as g:
-                g["x"][np.sort(edited)] = -float(i)
-            owner[edited // sizes["chunk"]] = i
+                g["x"][start : start + 100] = -float(i)
+            owner[start // sizes["chunk"] : (start + 99) // sizes["chunk"] + 1] = i
     metrics: Metrics = {"blame_versions": float(versions), "blame_elements": float(length)}
     for label, mode in (("read_only", "r"), ("writable", "r+")):
         laps = []

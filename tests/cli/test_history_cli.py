@@ -141,3 +141,9 @@ def test_log_walks_both_lines_of_a_merge(run, history):
     assert [e["version"] for e in first] == ["m", "v3", "v2", "v1"]
     graph = run("log", history, "main", "--graph").output.splitlines()
     assert graph[0].startswith("* version m") and "|\\" in graph
+
+
+def test_log_hides_the_root_of_the_history(run, history):
+    text = run("log", history).output
+    assert "__first_version__" not in text and "version v1\nDate:   " in text
+    assert "version v2\nParent: v1\nDate:   " in text

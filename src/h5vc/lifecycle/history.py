@@ -43,8 +43,8 @@ def log(f: Any, version: str | None = None, *, first_parent: bool = False) -> li
 
 
 def log_blocks(entries: list[VersionInfo]) -> list[list[str]]:
-    """The lines of each version's block in the log, like ``git log``: name, parent(s),
-    author, date, message."""
+    """The lines of each version's block in the log, like ``git log``: name, parent(s)
+    (none for a first version), author, date, message."""
     if not entries:
         return []
     stamps = np.datetime_as_string(
@@ -52,15 +52,14 @@ def log_blocks(entries: list[VersionInfo]) -> list[list[str]]:
     )
     blocks = []
     for info, stamp in zip(entries, stamps.tolist()):
-        lines = [
-            f"version {info.name}",
-            f"Merge:  {' '.join(info.parents)}"
-            if info.merge_parents
-            else f"Parent: {info.prev_version or layout.FIRST_VERSION}",
-            f"Date:   {stamp.replace('T', ' ')}+0000",
-        ]
+        lines = [f"version {info.name}"]
+        if info.merge_parents:
+            lines.append(f"Merge:  {' '.join(info.parents)}")
+        elif info.prev_version is not None:  # a first version has no parent line
+            lines.append(f"Parent: {info.prev_version}")
+        lines.append(f"Date:   {stamp.replace('T', ' ')}+0000")
         if info.author:
-            lines.insert(2, f"Author: {info.author}")
+            lines.insert(len(lines) - 1, f"Author: {info.author}")
         if info.message:
             lines.append("")
             lines.extend(f"    {line}" for line in info.message.splitlines())
