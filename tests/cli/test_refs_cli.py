@@ -100,3 +100,13 @@ def test_log_of_a_branch(run, history):
     entries = json.loads(run("log", history, "--branch", "side", "--json").output)
     assert [e["version"] for e in entries] == ["b1", "v1"]
     assert run("log", history, "--branch", "nope").exit_code == 1
+
+
+def test_nothing_to_merge_is_success(run, history):
+    run("branch", "create", history, "main", "--at", "v3")
+    run("branch", "switch", history, "main")
+    before = file_digest(history)
+    result = run("merge", history, "v2")
+    assert result.exit_code == 0 and result.output.startswith("already up to date: ")
+    assert json.loads(run("merge", history, "main", "--json").output)["kind"] == "up-to-date"
+    assert file_digest(history) == before

@@ -17,6 +17,7 @@ from h5vc.cli._app import (
     progress,
 )
 from h5vc.cli._inspect import resolve
+from h5vc.errors import NothingToMergeError
 
 __all__ = ["branch", "cherry_pick", "merge", "revert", "tag"]
 
@@ -174,16 +175,23 @@ def merge(
     """
     with open_versioned(file, "r+") as vf:
         resolve(vf, theirs)
-        with progress(f"Merging {theirs}", quiet=as_json):
-            result = vf.merge(
-                theirs,
-                into=into,
-                name=name,
-                message=message,
-                on_conflict=on_conflict,
-                fast_forward=not no_ff,
-                allow_unrelated=allow_unrelated,
-            )
+        try:
+            with progress(f"Merging {theirs}", quiet=as_json):
+                result = vf.merge(
+                    theirs,
+                    into=into,
+                    name=name,
+                    message=message,
+                    on_conflict=on_conflict,
+                    fast_forward=not no_ff,
+                    allow_unrelated=allow_unrelated,
+                )
+        except NothingToMergeError as done:  # as git: up to date is success
+            if as_json:
+                emit_json({"kind": "up-to-date", "message": str(done)})
+            else:
+                click.echo(f"already up to date: {done}")
+            return
     report: dict[str, Any] = {
         "kind": result.kind,
         "version": result.version,
