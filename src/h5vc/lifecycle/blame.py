@@ -247,7 +247,7 @@ def blame(state: FileState, version: str, path: str, index: Any = ...) -> Blame:
                 continue  # not a dataset, or created again with another dtype or chunks
             chunk_map = walk.chunk_map(name)
             assert chunk_map is not None
-            same = _unchanged(walk, key, chunk_map, parent_map, np.unravel_index(here, grid))
+            same = _unchanged(walk, key, chunk_map, parent_map, here, grid)
             _pass(pending, parent, here[same])
             here = here[~same]
         walk.found.pop(name, None)
@@ -267,19 +267,37 @@ def _unchanged(
     key: str,
     mine: ChunkMap,
     theirs: ChunkMap,
-    coords_by_axis: tuple[np.ndarray, ...],
+    here: np.ndarray,
+    grid: tuple[int, ...],
 ) -> np.ndarray:
-    """Whether each chunk has the same content and extent in ``theirs`` as in ``mine``."""
-    coords = np.stack(coords_by_axis, axis=1).astype(np.int64)
+    """Whether each chunk of ``here`` (flat indices into ``grid``, the grid of the
+    version blamed) has the same content and extent in ``theirs`` as in ``mine``."""
+    if mine.shape == theirs.shape and mine.slots.shape == grid:
+        # The usual case: compare whole maps (contiguous), then look at the few
+        # chunks whose slot differs.
+        a, b = mine.slots.reshape(-1), theirs.slots.reshape(-1)
+        differ = np.flatnonzero(a != b)
+        same = np.ones(len(here), dtype=bool)
+        if len(differ):
+            hit = np.flatnonzero(np.isin(here, differ))
+            same[hit] = _same_content(walk, key, a[here[hit]], b[here[hit]])
+        return same
+    coords = np.stack(np.unravel_index(here, grid), axis=1).astype(np.int64)
     a, b = _slots_at(mine, coords), _slots_at(theirs, coords)
+    same = _same_content(walk, key, a, b)
+    same &= b != -2
+    same &= (
+        _extents(mine.shape, mine.chunks, coords) == _extents(theirs.shape, mine.chunks, coords)
+    ).all(axis=1)
+    return same
+
+
+def _same_content(walk: _Walk, key: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether slots ``a`` and ``b`` hold the same chunk: equal slots, or equal digests."""
     same = a == b
     both = ~same & (a >= 0) & (b >= 0)
     if both.any():
         table = walk.digest_table(key)
         inside = both & (a < len(table)) & (b < len(table))
         same[inside] = table[a[inside]] == table[b[inside]]
-    same &= b != -2
-    same &= (
-        _extents(mine.shape, mine.chunks, coords) == _extents(theirs.shape, mine.chunks, coords)
-    ).all(axis=1)
     return same
