@@ -5,7 +5,7 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from refs_helpers import contents
+from refs_helpers import contents, file_bytes
 
 import h5vc
 from h5vc.errors import (
@@ -128,7 +128,7 @@ def test_version_names_taken_by_refs_are_refused(path, vf):
         vf["nothing"]
 
 
-def test_ambiguous_names_of_older_files_are_reported(vf):
+def test_ambiguous_names_of_older_files_are_reported(path, vf):
     """A file written before names were checked may have a version named like a ref."""
     with vf.stage_version("v2") as g:
         g["x"][0] = 9
@@ -136,8 +136,22 @@ def test_ambiguous_names_of_older_files_are_reported(vf):
     vf.file_state.refs.reload()
     with pytest.raises(AmbiguousRefError, match=r"'v2'.*version.*branch"):
         vf["v2"]
-    with pytest.raises(AmbiguousRefError):
-        vf.log("v2")
+    vf.f.file.flush()
+    before, before_bytes = contents(path), file_bytes(path)
+    for call in (
+        lambda: vf.log("v2"),
+        lambda: vf.cherry_pick("v2"),
+        lambda: vf.revert("v2"),
+        lambda: vf.merge("v2"),
+        lambda: vf.squash("v2", "v2"),
+        lambda: vf.blame("x", ref="v2"),
+        lambda: vf.bisect(bool, "v1", "v2"),
+        lambda: vf.create_tag("t2", "v2"),
+    ):
+        with pytest.raises(AmbiguousRefError):
+            call()
+    vf.f.file.flush()
+    assert contents(path) == before and file_bytes(path) == before_bytes
     assert vf.branches["v2"] == "v1"
 
 
