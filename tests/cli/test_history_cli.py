@@ -147,3 +147,16 @@ def test_log_hides_the_root_of_the_history(run, history):
     text = run("log", history).output
     assert "__first_version__" not in text and "version v1\nDate:   " in text
     assert "version v2\nParent: v1\nDate:   " in text
+
+
+def test_json_commands_report_errors_as_json(run, history):
+    for args in (
+        ["blame", history, "nope", "--json"],
+        ["merge", history, "nope", "--json"],
+        ["log", history, "nope", "--json"],
+    ):
+        result = run(*args)
+        assert result.exit_code == 1 and result.stderr.count("\n") == 1
+        report = json.loads(result.stdout)
+        assert "nope" in report["error"] and report["command"] == f"h5vc {args[0]}"
+    assert run("blame", history, "nope").stdout == ""
