@@ -13,6 +13,9 @@ import h5vc
 def test_branch_create_list_reset_switch_delete(run, history):
     assert run("branch", "create", history, "main").output == "branch main -> v3\n"
     assert run("branch", "create", history, "old", "--at", "v1").exit_code == 0
+    assert run("branch", "create", history, "older", "v1").output == "branch older -> v1\n"
+    assert run("branch", "create", history, "x", "v1", "--at", "v2").exit_code == 1
+    assert run("branch", "delete", history, "older").exit_code == 0
     listed = json.loads(run("branch", "list", history, "--json").output)
     assert listed == [
         {"branch": "main", "version": "v3", "current": False},

@@ -52,9 +52,14 @@ def branch_list(file: str, as_json: bool) -> None:
 @branch.command("create")
 @FILE
 @click.argument("name")
-@click.option("--at", "at", metavar="REF", help="Version, tag or branch (default: current).")
-def branch_create(file: str, name: str, at: str | None) -> None:
-    """Create branch NAME at REF (default: the current version)."""
+@click.argument("ref", required=False)
+@click.option("--at", "at", metavar="REF", help="The same as REF.")
+def branch_create(file: str, name: str, ref: str | None, at: str | None) -> None:
+    """Create branch NAME at REF, a version, tag or branch (default: the current
+    version), as ``tag create`` takes it."""
+    if ref is not None and at is not None:
+        raise CliError("give REF or --at, not both")
+    at = ref if ref is not None else at
     with open_versioned(file, "r+") as vf:
         head = vf.create_branch(name, at=at)
     click.echo(f"branch {name} -> {head}")
