@@ -1,8 +1,11 @@
-"""Branches, tags and merges as methods of :class:`~h5vc.VersionedHDF5File`.
+"""Branches, tags, merges and the history tools as methods of
+:class:`~h5vc.VersionedHDF5File`.
 
 The refs themselves live in the versions layer (:class:`h5vc.versions.refs.Refs`), the
-merge in :mod:`h5vc.lifecycle.merge`; this mixin resolves names and keeps branches
-and the current version consistent around them.
+merge in :mod:`h5vc.lifecycle.merge`, cherry-pick and revert in
+:mod:`~h5vc.lifecycle.cherry`, blame, bisect and squash in their own modules; this
+mixin resolves names (:func:`resolve_ref`, the one resolver of version, tag and branch
+names) and keeps branches and the current version consistent around them.
 
 Names given to ``vf[...]``, ``merge`` and the ref methods resolve in this order: a
 version, a tag, a branch.  A name that is more than one of them and does not mean
