@@ -11,6 +11,16 @@
   The result is checked against the expected array.
 * Listing on a long history: ``h5vc log``, ``h5vc branch list`` and ``h5vc show`` on a
   file with 10,000 versions, run in-process through the command's own runner.
+* Cherry-pick: branch ``b`` edits one element in each of 100 chunks of the small-edits
+  array; cherry-picking that version onto ``a`` (which edited 100 other chunks) against
+  one ordinary commit editing the same 100 chunks on ``a``.
+* Blame: the small-edits array after 1000 commits each overwriting 100 consecutive
+  elements at a random offset (as the small-edits workload);
+  ``vf.blame("x")`` on the file opened read-only (``h5vc.open(path)``), and opened for
+  writing.
+* Bisect: over the 10,000 versions of the long history, the first version where an
+  element reached a value; the time without the predicate's own time, and the number
+  of versions opened.
 """
 
 from __future__ import annotations
@@ -29,8 +39,20 @@ from _common import Metrics, main, median, require_library, timed
 NAME = "refs_merge"
 LIBRARIES = ("h5vc",)
 
-FULL = {"ref_versions": 1000, "length": 10_000_000, "chunk": 1024, "long_history": 10_000}
-QUICK = {"ref_versions": 200, "length": 1_000_000, "chunk": 1024, "long_history": 1000}
+FULL = {
+    "ref_versions": 1000,
+    "length": 10_000_000,
+    "chunk": 1024,
+    "long_history": 10_000,
+    "blame_versions": 1000,
+}
+QUICK = {
+    "ref_versions": 200,
+    "length": 1_000_000,
+    "chunk": 1024,
+    "long_history": 1000,
+    "blame_versions": 100,
+}
 
 
 def _history(h5vc: Any, path: pathlib.Path, versions: int) -> None:
@@ -170,6 +192,96 @@ def measure_listing(h5vc: Any, workdir: pathlib.Path, sizes: dict[str, int]) -> 
     return metrics
 
 
+def measure_cherry_pick(h5vc: Any, workdir: pathlib.Path, sizes: dict[str, int]) -> Metrics:
+    chunk = sizes["chunk"]
+    n_chunks = sizes["length"] // chunk
+    chosen = np.random.default_rng(4).choice(n_chunks, 200, replace=False) * chunk + 3
+    path = workdir / "cherry.h5"
+    data = _base_file(h5vc, path, sizes)
+    with h5py.File(path, "r+") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        _edit(vf, "a1", "a", chosen[100:], -1.0)
+        _edit(vf, "b1", "b", chosen[:100], -2.0)
+        pick_s, result = timed(lambda: vf.cherry_pick("b1", into="a", name="picked"))
+        if result.chunks_taken != 100 or result.chunks_merged != 0:
+            raise AssertionError(f"unexpected cherry-pick plan: {result}")
+
+        def commit() -> None:  # an ordinary commit editing the same 100 chunks on a1
+            with vf.stage_version("c100", prev_version="a1", make_current=False) as g:
+                x = g["x"]
+                for i in chosen[:100]:
+                    x[int(i)] = -2.0
+
+        commit_s, _ = timed(commit)
+        picked = vf["picked"]["x"][:]
+    expected = data.copy()
+    expected[chosen[100:]] = -1.0
+    expected[chosen[:100]] = -2.0
+    if not np.array_equal(picked, expected):
+        raise AssertionError("cherry-pick gave a wrong array")
+    return {
+        "cherry_pick_100_chunks_s": pick_s,
+        "commit_100_chunks_s": commit_s,
+        "cherry_pick_over_commit": pick_s / commit_s,
+    }
+
+
+def measure_blame(h5vc: Any, workdir: pathlib.Path, sizes: dict[str, int]) -> Metrics:
+    length, versions = sizes["length"], sizes["blame_versions"]
+    rng = np.random.default_rng(5)
+    path = workdir / "blame.h5"
+    owner = np.zeros(-(-length // sizes["chunk"]), dtype=np.int64)  # the model
+    with h5py.File(path, "w") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=rng.random(length), chunks=(sizes["chunk"],))
+        for i in range(1, versions):  # the small-edits workload's commits
+            start = int(rng.integers(0, length - 100))
+            with vf.stage_version(f"v{i}") as g:
+                g["x"][start : start + 100] = -float(i)
+            owner[start // sizes["chunk"] : (start + 99) // sizes["chunk"] + 1] = i
+    metrics: Metrics = {"blame_versions": float(versions), "blame_elements": float(length)}
+    for label, mode in (("read_only", "r"), ("writable", "r+")):
+        laps = []
+        for _ in range(2 if label == "read_only" else 1):
+            with h5vc.open(str(path), mode) as vf:
+                seconds, result = timed(lambda vf=vf: vf.blame("x"))
+            laps.append(seconds)
+        got = np.array([int(v[1:]) for v in result.chunk_versions.ravel()])
+        if not np.array_equal(got, owner):
+            raise AssertionError("blame disagrees with the model")
+        metrics[f"blame_{label}_s"] = min(laps)
+    return metrics
+
+
+def measure_bisect(h5vc: Any, workdir: pathlib.Path, sizes: dict[str, int]) -> Metrics:
+    """Bisect on the long history of :func:`measure_listing` (built there)."""
+    path = workdir / "long.h5"
+    n = sizes["long_history"]
+    target = n * 2 // 3 + 7
+    spent: list[float] = []
+
+    def predicate(group: Any) -> bool:
+        # element target % 1000 is -i from version i on, until version i + 1000
+        seconds, value = timed(lambda: group["x"][target % 1000] <= -target)
+        spent.append(seconds)
+        return bool(value)
+
+    laps = []
+    for _ in range(3):
+        spent.clear()
+        with h5vc.open(str(path)) as vf:
+            seconds, result = timed(lambda vf=vf: vf.bisect(predicate, "v0", f"v{n - 1}"))
+        laps.append(seconds - sum(spent))
+        if result.version != f"v{target}":
+            raise AssertionError(f"bisect found {result.version}, expected v{target}")
+    return {
+        "bisect_versions": float(n),
+        "bisect_without_predicate_s": median(laps),
+        "bisect_versions_opened": float(len(result.tested)),
+    }
+
+
 def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
     require_library(lib, LIBRARIES, NAME)
     import h5vc
@@ -179,6 +291,9 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
         **measure_refs(h5vc, workdir, sizes),
         **measure_merges(h5vc, workdir, sizes),
         **measure_listing(h5vc, workdir, sizes),
+        **measure_bisect(h5vc, workdir, sizes),
+        **measure_cherry_pick(h5vc, workdir, sizes),
+        **measure_blame(h5vc, workdir, sizes),
     }
 
 

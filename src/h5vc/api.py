@@ -17,12 +17,18 @@ from h5vc.errors import (
     AncestorNotFoundError,
     ClosedError,
     InvalidOptionError,
+    RefNotFoundError,
     StageInProgressError,
     VersionNotCommittedError,
     VersionNotFoundError,
     VersionPathError,
 )
-from h5vc.lifecycle.branching import RefsMixin
+from h5vc.lifecycle.branching import (
+    RefsMixin,
+    check_version_name,
+    generated_version_name,
+    resolve_ref,
+)
 from h5vc.lifecycle.verify import rebuild_hash_tables
 from h5vc.store import layout
 from h5vc.store.damage import damaged
@@ -30,7 +36,6 @@ from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
     FileState,
     VersionInfo,
-    check_new_version_name,
     check_timestamp_order,
     commit_version,
     parse_timestamp,
@@ -232,8 +237,12 @@ class VersionedHDF5File(RefsMixin):
         return self.get_version_by_name(self._open_state.log.at_time(ts, exact=exact))
 
     def version_info(self, name: str) -> VersionInfo:
-        """Name, parent, timestamp, message and author of a committed version."""
-        return self._open_state.log.info(name)
+        """Name, parent, timestamp, message and author of a committed version (a
+        version, tag or branch)."""
+        state = self._open_state
+        if name in state.log:
+            return state.log.info(name)
+        return state.log.info(resolve_ref(state, name))
 
     # -- writing ------------------------------------------------------------------
 
@@ -243,7 +252,7 @@ class VersionedHDF5File(RefsMixin):
     @contextlib.contextmanager
     def stage_version(
         self,
-        version_name: str,
+        version_name: str | None = None,
         prev_version: str | None = None,
         make_current: bool = True,
         timestamp: datetime | np.datetime64 | None = None,
@@ -254,13 +263,22 @@ class VersionedHDF5File(RefsMixin):
     ) -> Iterator[StagedGroup]:
         """Stage a new version and commit it when the ``with`` block exits.
 
-        The yielded group starts as ``prev_version`` (default: the current
-        version; ``""`` for an empty version) and behaves like an ``h5py.Group``.
-        If the block raises, nothing is committed.  With ``branch``, the version starts
-        from that branch's head, which then moves to it.
+        The yielded group starts as ``prev_version`` (a version, tag or branch; default:
+        the current version; ``""`` for an empty version) and behaves like an
+        ``h5py.Group``.  If the block raises, nothing is committed.  With ``branch``, the
+        version starts from that branch's head, which then moves to it; without
+        ``branch`` and ``prev_version``, a commit that becomes current moves the current
+        branch (after :meth:`switch_branch`, like git's ``HEAD``).  Without
+        ``version_name`` the version is named after the UTC time, sortable
+        (``20261126T083912.123456Z``).  A name that is a version, branch or tag already
+        is refused.
         """
+        if version_name is None:
+            version_name = generated_version_name(self._open_state)
         self._check_writable(f"stage version {version_name!r}")
         state = self._open_state
+        if branch is None and prev_version is None and make_current:
+            branch = self.current_branch  # None in a file without branches
         if branch is not None:
             prev_version = self._branch_base(branch, prev_version)
         if state.staging is not None:
@@ -268,7 +286,7 @@ class VersionedHDF5File(RefsMixin):
                 f"Cannot stage version {version_name!r} while version {state.staging!r} is "
                 f"being staged in the same file: leave that stage_version() block first."
             )
-        name = check_new_version_name(state, version_name)
+        name = check_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
         if ts is not None:
@@ -276,9 +294,10 @@ class VersionedHDF5File(RefsMixin):
         group = StagedGroup(state, base, None if base is None else state.versions[base])
         state.staging = name
         try:
-            state.commit_outside_writes()  # an abandoned stage rolls back to here
-            yield group
-            with state.operation(begin=False):
+            # One operation from the first staged write to the commit: an abandoned
+            # stage takes back what it wrote (large new datasets are written at once).
+            with state.operation():
+                yield group
                 commit_version(
                     state,
                     name,
@@ -291,12 +310,6 @@ class VersionedHDF5File(RefsMixin):
                 )
                 if branch is not None:
                     self._after_branch_commit(branch, name, make_current)
-        except BaseException:
-            # A file from h5vc.open goes back to the last commit point; elsewhere the
-            # chunks written while staging (large new datasets) are taken back.
-            if not state.roll_back():
-                state.undo_writes()
-            raise
         finally:
             state.staging = None
             group.close_staging(
@@ -311,9 +324,14 @@ class VersionedHDF5File(RefsMixin):
             prev_version = state.current_version
         if prev_version in ("", layout.FIRST_VERSION):
             return None
-        if prev_version not in state.log:
-            raise VersionNotFoundError(f"Previous version {prev_version!r} not found.")
-        return prev_version
+        if prev_version in state.log:
+            return prev_version
+        try:
+            return resolve_ref(state, prev_version)
+        except RefNotFoundError:
+            raise VersionNotFoundError(
+                f"Previous version {prev_version!r} not found: expected a version, tag or branch."
+            ) from None
 
     def __delitem__(self, name: str) -> None:
         lifecycle.delete_versions(self.file_state, [name])
@@ -322,15 +340,20 @@ class VersionedHDF5File(RefsMixin):
 
     def diff(self, version1: str, version2: str) -> VersionDiff:
         """Groups, datasets, attributes and chunk regions that differ between two versions."""
-        return lifecycle.diff(self.file_state, version1, version2)
+        state = self.file_state
+        return lifecycle.diff(state, resolve_ref(state, version1), resolve_ref(state, version2))
 
     def get_diff(self, name: str, version1: str, version2: str) -> dict[Any, Any]:
         """``{region: (data in version1, data in version2)}`` for dataset ``name``."""
-        return lifecycle.get_diff(self.file_state, name, version1, version2)
+        state = self.file_state
+        versions = (resolve_ref(state, version1), resolve_ref(state, version2))
+        return lifecycle.get_diff(state, name, *versions)
 
-    def log(self, version: str | None = None) -> list[VersionInfo]:
-        """Versions from ``version`` (default: the current one) back to the first."""
-        return lifecycle.log(self.file_state, version)
+    def log(self, version: str | None = None, first_parent: bool = False) -> list[VersionInfo]:
+        """``version`` (a version, tag or branch; default: the current one) and every
+        ancestor once, children before parents (only first parents with
+        ``first_parent=True``); see :func:`h5vc.log`."""
+        return lifecycle.log(self.file_state, version, first_parent=first_parent)
 
     def rebuild_object_dtype_hashtables(self) -> RebuiltTables:
         """Rebuild the hash tables of string (object-dtype) datasets from their stored

@@ -54,6 +54,10 @@ __all__ = [
     "VersionPathError",
     "InvalidPathError",
     "InvalidFillValueError",
+    "MergeParentError",
+    "EmptyChangeError",
+    "BisectError",
+    "NotLinearHistoryError",
 ]
 
 
@@ -223,6 +227,24 @@ class MergeConflictError(MergeError):
     def __init__(self, message: str, conflicts: list | None = None):
         super().__init__(message)
         self.conflicts = list(conflicts or [])
+
+
+class MergeParentError(MergeError):
+    """A cherry-pick or revert of a merge version without choosing which parent its
+    change is taken against (or with a parent it does not have)."""
+
+
+class EmptyChangeError(MergeError):
+    """A cherry-pick whose change is already part of the target: nothing to apply."""
+
+
+class BisectError(H5vcError, ValueError):
+    """A bisection that cannot run as asked (``good`` is not an ancestor of ``bad``)."""
+
+
+class NotLinearHistoryError(H5vcError, ValueError):
+    """Versions to squash are not one linear run (a merge, a version with another
+    child, or ``first`` not an ancestor of ``last``)."""
 
 
 class MissingDependencyError(H5vcError, ImportError):

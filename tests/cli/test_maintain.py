@@ -30,10 +30,11 @@ def test_delete_of_an_unknown_version_changes_nothing(run, history):
 
 
 def test_delete_refuses_a_branch_head_unless_forced(run, history):
-    run("branch", "create", history, "side", "--at", "b1")
+    run("branch", "create", history, "side", "b1")
     before = file_digest(history)
     result = run("delete", history, "b1")
     assert result.exit_code == 1 and "branch 'side'" in result.stderr
+    assert "pass --force" in result.stderr and "force=True" not in result.stderr
     assert file_digest(history) == before
     assert run("delete", history, "b1", "--force").exit_code == 0
     with h5vc.open(str(history)) as vf:

@@ -13,6 +13,9 @@ import h5vc
 def test_branch_create_list_reset_switch_delete(run, history):
     assert run("branch", "create", history, "main").output == "branch main -> v3\n"
     assert run("branch", "create", history, "old", "--at", "v1").exit_code == 0
+    assert run("branch", "create", history, "older", "v1").output == "branch older -> v1\n"
+    assert run("branch", "create", history, "x", "v1", "--at", "v2").exit_code == 1
+    assert run("branch", "delete", history, "older").exit_code == 0
     listed = json.loads(run("branch", "list", history, "--json").output)
     assert listed == [
         {"branch": "main", "version": "v3", "current": False},
@@ -45,7 +48,7 @@ def test_tags(run, history):
 
 def test_bad_ref_names_are_one_line_errors(run, history):
     before = file_digest(history)
-    for args in (["branch", "create", history, "a/b"], ["branch", "create", history, "v1"]):
+    for args in (["branch", "create", history, "a..b"], ["branch", "create", history, "v1"]):
         result = run(*args)
         assert result.exit_code == 1 and result.stderr.count("\n") == 1
         assert result.stderr.startswith("h5vc branch: error: ")
@@ -100,3 +103,13 @@ def test_log_of_a_branch(run, history):
     entries = json.loads(run("log", history, "--branch", "side", "--json").output)
     assert [e["version"] for e in entries] == ["b1", "v1"]
     assert run("log", history, "--branch", "nope").exit_code == 1
+
+
+def test_nothing_to_merge_is_success(run, history):
+    run("branch", "create", history, "main", "--at", "v3")
+    run("branch", "switch", history, "main")
+    before = file_digest(history)
+    result = run("merge", history, "v2")
+    assert result.exit_code == 0 and result.output.startswith("already up to date: ")
+    assert json.loads(run("merge", history, "main", "--json").output)["kind"] == "up-to-date"
+    assert file_digest(history) == before

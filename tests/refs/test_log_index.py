@@ -45,7 +45,8 @@ def test_log_of_every_version_comes_from_the_index(path, vf, monkeypatch):
             for i in map(again.version_info, again.versions)
         )
         assert infos == expected
-        assert [i.name for i in again.log()] == ["m", "v2", "v1"]
+        assert [i.name for i in again.log(first_parent=True)] == ["m", "v2", "v1"]
+        assert [i.name for i in again.log()] == ["m", "d1", "v2", "v1"]
         assert again.version_info("m").merge_parents == ("d1",)
 
 

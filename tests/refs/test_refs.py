@@ -5,12 +5,13 @@ from __future__ import annotations
 import h5py
 import numpy as np
 import pytest
-from refs_helpers import contents
+from refs_helpers import contents, file_bytes
 
 import h5vc
 from h5vc.errors import (
     AmbiguousRefError,
     InvalidRefNameError,
+    InvalidVersionNameError,
     RefExistsError,
     RefInUseError,
     RefNotFoundError,
@@ -108,30 +109,91 @@ def test_versioned_hdf5_opens_a_file_with_refs_and_a_merge(tmp_path):
         assert vf["after"]["x"][0] == 1
 
 
-def test_precedence_and_ambiguity(vf):
+def test_version_names_taken_by_refs_are_refused(path, vf):
     vf.create_branch("b")
     vf.create_tag("t", "v1")
-    # a version committed later under a branch's name makes the name ambiguous
-    with vf.stage_version("b") as g:
-        g["x"][0] = 9
-    with pytest.raises(AmbiguousRefError, match=r"'b'.*version.*branch"):
-        vf["b"]
-    assert vf.branches["b"] == "v1"
-    with vf.stage_version("t") as g:
-        g["x"][0] = 10
-    with pytest.raises(AmbiguousRefError):
-        vf["t"]
+    vf.f.file.flush()
+    before = contents(path)
+    for name, kind in (("b", "branch"), ("t", "tag")):
+        with (
+            pytest.raises(InvalidVersionNameError, match=f"already a {kind}"),
+            vf.stage_version(name) as g,
+        ):
+            g["x"][0] = 9
+    vf.f.file.flush()
+    assert contents(path) == before and vf.versions == ["v1"]
     with pytest.raises(RefNotFoundError):
         vf["nothing"]
     with pytest.raises(KeyError):  # still a KeyError, like versioned-hdf5
         vf["nothing"]
 
 
+def test_ambiguous_names_of_older_files_are_reported(path, vf):
+    """A file written before names were checked may have a version named like a ref."""
+    with vf.stage_version("v2") as g:
+        g["x"][0] = 9
+    vf.file_state.versions.attrs["h5vc_branch:v2"] = "v1"
+    vf.file_state.refs.reload()
+    with pytest.raises(AmbiguousRefError, match=r"'v2'.*version.*branch"):
+        vf["v2"]
+    vf.f.file.flush()
+    before, before_bytes = contents(path), file_bytes(path)
+    for call in (
+        lambda: vf.log("v2"),
+        lambda: vf.cherry_pick("v2"),
+        lambda: vf.revert("v2"),
+        lambda: vf.merge("v2"),
+        lambda: vf.squash("v2", "v2"),
+        lambda: vf.blame("x", ref="v2"),
+        lambda: vf.bisect(bool, "v1", "v2"),
+        lambda: vf.create_tag("t2", "v2"),
+    ):
+        with pytest.raises(AmbiguousRefError):
+            call()
+    vf.f.file.flush()
+    assert contents(path) == before and file_bytes(path) == before_bytes
+    assert vf.branches["v2"] == "v1"
+
+
+def test_ref_names_follow_git(vf):
+    for name in ("feature/x", "release-1.0", "a.b/c_d", "ÄÖ", "x@y"):
+        vf.create_branch(name)
+        vf.create_tag(f"t/{name}", "v1")
+    assert vf["feature/x"].version_name == "v1" and vf.log("t/feature/x")[0].name == "v1"
+
+
 @pytest.mark.parametrize(
     "name, error",
     [
         ("", InvalidRefNameError),
-        ("a/b", InvalidRefNameError),
+        *[
+            (bad, InvalidRefNameError)
+            for bad in (
+                "a..b",
+                "-x",
+                "a.lock",
+                "a/b.lock/c",
+                "x\n",
+                "x\x7f",
+                "a@{1}",
+                "@",
+                "a b",
+                "a~1",
+                "a^",
+                "a:b",
+                "a?",
+                "a*",
+                "a[",
+                "a\\b",
+                "/a",
+                "a/",
+                "a//b",
+                ".a",
+                "a/.b",
+                "a.",
+                "__x",
+            )
+        ],
         ("v1", InvalidRefNameError),  # a version's name
         ("main", RefExistsError),
         ("t", InvalidRefNameError),  # already a tag

@@ -42,6 +42,8 @@ class CliError(click.ClickException):
     def __init__(self, message: str, command: str | None = None):
         super().__init__(" ".join(message.split()))
         self.command = command
+        #: The command was given ``--json``: the error is also printed as JSON on stdout.
+        self.as_json = False
 
     def show(self, file: Any = None) -> None:
         where = self.command
@@ -49,6 +51,8 @@ class CliError(click.ClickException):
             ctx = click.get_current_context(silent=True)
             where = ctx.command_path if ctx is not None else "h5vc"
         click.echo(f"{where}: error: {self.format_message()}", err=True)
+        if self.as_json:
+            emit_json({"error": self.format_message(), "command": where})
 
 
 class _Group(click.Group):
@@ -60,11 +64,14 @@ class _Group(click.Group):
         except CliError as err:
             if err.command is None and ctx.invoked_subcommand:
                 err.command = f"h5vc {ctx.invoked_subcommand}"
+            err.as_json = bool(ctx.meta.get(_JSON_KEY))
             raise
         except (H5vcError, OSError, KeyError, ValueError) as err:
             message = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
             sub = ctx.invoked_subcommand
-            raise CliError(message, f"h5vc {sub}" if sub else "h5vc") from err
+            error = CliError(message, f"h5vc {sub}" if sub else "h5vc")
+            error.as_json = bool(ctx.meta.get(_JSON_KEY))
+            raise error from err
 
 
 @click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
@@ -77,10 +84,25 @@ def cli() -> None:
     """
 
 
+#: ``ctx.meta`` key (shared by a command and its group) set when ``--json`` was given.
+_JSON_KEY = "h5vc.json"
+
+
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[_JSON_KEY] = True
+    return value
+
+
 def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add ``--json`` (machine-readable output, no progress bars) to a command."""
+    """Add ``--json`` (machine-readable output, no progress bars; errors also as JSON on
+    stdout) to a command."""
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print JSON instead of a table or text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_remember_json,
+        help="Print JSON instead of a table or text.",
     )(func)
 
 

@@ -64,27 +64,16 @@ def info_dict(info: VersionInfo) -> dict[str, Any]:
     }
 
 
-def history(vf: VersionedHDF5File, start: str | None, everything: bool) -> list[VersionInfo]:
-    """The versions reachable from ``start`` through every parent (or all versions),
-    newest first (a version is always committed after its parents)."""
+def history(
+    vf: VersionedHDF5File, start: str | None, everything: bool, first_parent: bool = False
+) -> list[VersionInfo]:
+    """The versions reachable from ``start`` through every parent (or its first parents
+    only), children before parents (:meth:`VersionedHDF5File.log`); or every version,
+    newest first."""
+    if not everything:
+        return vf.log(resolve(vf, start), first_parent=first_parent)
     state = vf.file_state
-    names = state.log.names()
-    if everything:
-        infos = [state.log.info(name) for name in names]
-    else:
-        todo = [resolve(vf, start)]
-        seen = set(todo)
-        infos = []
-        while todo:
-            info = state.log.info(todo.pop())
-            infos.append(info)
-            for parent in parents_of(info):
-                if parent not in seen and parent in state.log:
-                    seen.add(parent)
-                    todo.append(parent)
-    rank = {name: i for i, name in enumerate(names)}  # names are in time order
-    infos.sort(key=lambda info: rank[info.name], reverse=True)
-    return infos
+    return [state.log.info(name) for name in reversed(state.log.names())]
 
 
 @cli.command()
@@ -94,6 +83,9 @@ def history(vf: VersionedHDF5File, start: str | None, everything: bool) -> list[
 @click.option("-b", "--branch", metavar="BRANCH", help="Start at the head of BRANCH.")
 @click.option("--graph", is_flag=True, help="Draw the version graph beside the log.")
 @click.option("--all", "everything", is_flag=True, help="Every version, not only START's history.")
+@click.option(
+    "--first-parent", is_flag=True, help="Follow only the first parent of merge versions."
+)
 @json_option
 def log(
     file: str,
@@ -102,10 +94,11 @@ def log(
     branch: str | None,
     graph: bool,
     everything: bool,
+    first_parent: bool,
     as_json: bool,
 ) -> None:
-    """List START (a version, tag or branch; default: the current version) and its
-    ancestors through every parent, newest first."""
+    """List START (a version, tag or branch; default: the current version) and every
+    ancestor once, each before its parents (newest first among those ready)."""
     with open_versioned(file) as vf:
         if branch is not None:
             if start is not None:
@@ -116,7 +109,7 @@ def log(
         if vf.current_version == layout.FIRST_VERSION and start is None:
             entries: list[VersionInfo] = []
         else:
-            entries = history(vf, start, everything)
+            entries = history(vf, start, everything, first_parent)
         labels = ref_labels(vf)
     if as_json:
         emit_json(

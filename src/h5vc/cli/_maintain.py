@@ -16,6 +16,7 @@ import h5vc
 from h5vc.api import VersionedHDF5File
 from h5vc.cli._app import CliError, check_file, cli, open_versioned, progress
 from h5vc.cli._inspect import human_size, resolve
+from h5vc.errors import RefInUseError
 from h5vc.store import layout
 from h5vc.store.tree import copy_attrs
 from h5vc.wrappers import CommittedGroup
@@ -48,7 +49,10 @@ def delete(file: str, versions: tuple[str, ...], force: bool) -> None:
         raise CliError(f"no such version(s): {', '.join(missing)}; nothing deleted")
     with open_versioned(file, "r+") as vf:
         with progress(f"Deleting {len(versions)} version(s)"):
-            h5vc.delete_versions(vf, list(versions), force=force)
+            try:
+                h5vc.delete_versions(vf, list(versions), force=force)
+            except RefInUseError as err:  # the library's advice, in the command's terms
+                raise CliError(str(err).replace("pass force=True", "pass --force")) from err
         left = len(vf)
     click.echo(f"deleted {len(versions)} version(s): {' '.join(versions)}; {left} left")
 

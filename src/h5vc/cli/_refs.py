@@ -17,8 +17,9 @@ from h5vc.cli._app import (
     progress,
 )
 from h5vc.cli._inspect import resolve
+from h5vc.errors import NothingToMergeError
 
-__all__ = ["branch", "merge", "tag"]
+__all__ = ["branch", "cherry_pick", "merge", "revert", "tag"]
 
 FILE = click.argument("file", type=click.Path(dir_okay=False))
 
@@ -51,9 +52,14 @@ def branch_list(file: str, as_json: bool) -> None:
 @branch.command("create")
 @FILE
 @click.argument("name")
-@click.option("--at", "at", metavar="REF", help="Version, tag or branch (default: current).")
-def branch_create(file: str, name: str, at: str | None) -> None:
-    """Create branch NAME at REF (default: the current version)."""
+@click.argument("ref", required=False)
+@click.option("--at", "at", metavar="REF", help="The same as REF.")
+def branch_create(file: str, name: str, ref: str | None, at: str | None) -> None:
+    """Create branch NAME at REF, a version, tag or branch (default: the current
+    version), as ``tag create`` takes it."""
+    if ref is not None and at is not None:
+        raise CliError("give REF or --at, not both")
+    at = ref if ref is not None else at
     with open_versioned(file, "r+") as vf:
         head = vf.create_branch(name, at=at)
     click.echo(f"branch {name} -> {head}")
@@ -174,16 +180,23 @@ def merge(
     """
     with open_versioned(file, "r+") as vf:
         resolve(vf, theirs)
-        with progress(f"Merging {theirs}", quiet=as_json):
-            result = vf.merge(
-                theirs,
-                into=into,
-                name=name,
-                message=message,
-                on_conflict=on_conflict,
-                fast_forward=not no_ff,
-                allow_unrelated=allow_unrelated,
-            )
+        try:
+            with progress(f"Merging {theirs}", quiet=as_json):
+                result = vf.merge(
+                    theirs,
+                    into=into,
+                    name=name,
+                    message=message,
+                    on_conflict=on_conflict,
+                    fast_forward=not no_ff,
+                    allow_unrelated=allow_unrelated,
+                )
+        except NothingToMergeError as done:  # as git: up to date is success
+            if as_json:
+                emit_json({"kind": "up-to-date", "message": str(done)})
+            else:
+                click.echo(f"already up to date: {done}")
+            return
     report: dict[str, Any] = {
         "kind": result.kind,
         "version": result.version,
@@ -205,3 +218,122 @@ def merge(
         f"{result.chunks_taken} chunk(s) taken, {result.chunks_merged} merged element-wise, "
         f"{len(result.conflicts)} conflict(s) resolved ({on_conflict})"
     )
+
+
+def _change_options(func: Any) -> Any:
+    for option in reversed(
+        [
+            click.option(
+                "--into", metavar="BRANCH", help="Branch to commit on (default: the current one)."
+            ),
+            click.option("--name", help="Name of the new version (default: generated)."),
+            click.option("-m", "--message", help="Message of the new version."),
+            click.option(
+                "--parent",
+                "-p",
+                metavar="N|REF",
+                help="For a merge version: the parent (1-based, or its name) whose change "
+                "is taken.",
+            ),
+            click.option(
+                "--on-conflict",
+                type=click.Choice(["fail", "ours", "theirs"]),
+                default="fail",
+                show_default=True,
+                help="What to do where the target changed the same elements differently.",
+            ),
+            json_option,
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def _apply_change(
+    kind: str,
+    file: str,
+    version: str,
+    into: str | None,
+    name: str | None,
+    message: str | None,
+    parent: str | None,
+    on_conflict: str,
+    as_json: bool,
+) -> None:
+    chosen: Any = int(parent) if parent is not None and parent.isdigit() else parent
+    with open_versioned(file, "r+") as vf:
+        apply = vf.cherry_pick if kind == "cherry-pick" else vf.revert
+        with progress(f"{kind} {version}", quiet=as_json):
+            result = apply(
+                version,
+                into=into,
+                name=name,
+                on_conflict=on_conflict,
+                parent=chosen,
+                message=message,
+            )
+        branch = into if into is not None else vf.current_branch
+    if as_json:
+        emit_json(
+            {
+                "kind": result.kind,
+                "version": result.version,
+                "onto": result.ours,
+                "branch": branch,
+                "change_from": result.base,
+                "change_to": result.theirs,
+                "chunks_taken": result.chunks_taken,
+                "chunks_merged": result.chunks_merged,
+                "conflicts_resolved": [c.describe() for c in result.conflicts],
+            }
+        )
+        return
+    what = "picked" if kind == "cherry-pick" else "reverted"
+    on = f" (branch {branch})" if branch else ""
+    click.echo(
+        f"{what} {version} onto {result.ours}{on} as {result.version}: "
+        f"{result.chunks_taken} chunk(s) taken, {result.chunks_merged} merged element-wise, "
+        f"{len(result.conflicts)} conflict(s) resolved ({on_conflict})"
+    )
+
+
+@cli.command("cherry-pick")
+@FILE
+@click.argument("version", metavar="VERSION")
+@_change_options
+def cherry_pick(
+    file: str,
+    version: str,
+    into: str | None,
+    name: str | None,
+    message: str | None,
+    parent: str | None,
+    on_conflict: str,
+    as_json: bool,
+) -> None:
+    """Apply the change VERSION (a version, tag or branch) made to its parent onto the
+    current branch (or --into BRANCH), as a new version.
+
+    Three-way and chunk by chunk, like merge: conflicts fail (nothing is written)
+    unless --on-conflict picks a side.
+    """
+    _apply_change("cherry-pick", file, version, into, name, message, parent, on_conflict, as_json)
+
+
+@cli.command()
+@FILE
+@click.argument("version", metavar="VERSION")
+@_change_options
+def revert(
+    file: str,
+    version: str,
+    into: str | None,
+    name: str | None,
+    message: str | None,
+    parent: str | None,
+    on_conflict: str,
+    as_json: bool,
+) -> None:
+    """Undo the change VERSION made to its parent, as a new version on the current
+    branch (or --into BRANCH); later changes stay."""
+    _apply_change("revert", file, version, into, name, message, parent, on_conflict, as_json)

@@ -1,8 +1,11 @@
-"""Branches, tags and merges as methods of :class:`~h5vc.VersionedHDF5File`.
+"""Branches, tags, merges and the history tools as methods of
+:class:`~h5vc.VersionedHDF5File`.
 
 The refs themselves live in the versions layer (:class:`h5vc.versions.refs.Refs`), the
-merge in :mod:`h5vc.lifecycle.merge`; this mixin resolves names and keeps branches
-and the current version consistent around them.
+merge in :mod:`h5vc.lifecycle.merge`, cherry-pick and revert in
+:mod:`~h5vc.lifecycle.cherry`, blame, bisect and squash in their own modules; this
+mixin resolves names (:func:`resolve_ref`, the one resolver of version, tag and branch
+names) and keeps branches and the current version consistent around them.
 
 Names given to ``vf[...]``, ``merge`` and the ref methods resolve in this order: a
 version, a tag, a branch.  A name that is more than one of them and does not mean
@@ -11,15 +14,30 @@ one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from h5vc.errors import AmbiguousRefError, InvalidOptionError, RefNotFoundError
+import numpy as np
+
+from h5vc.errors import (
+    AmbiguousRefError,
+    InvalidOptionError,
+    InvalidVersionNameError,
+    RefNotFoundError,
+)
 from h5vc.lifecycle import merge as _merge
+from h5vc.lifecycle import squash as _squash
+from h5vc.lifecycle.bisection import BisectResult
+from h5vc.lifecycle.bisection import bisect as _bisect
+from h5vc.lifecycle.blame import Blame
+from h5vc.lifecycle.blame import blame as _blame
+from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
 from h5vc.versions.refs import BRANCH, TAG
+from h5vc.versions.timestamps import now
 
-__all__ = ["RefsMixin"]
+__all__ = ["RefsMixin", "check_version_name", "generated_version_name", "resolve_ref"]
 
 
 def resolve_ref(state: FileState, name: str) -> str:
@@ -50,6 +68,9 @@ class RefsMixin:
         raise NotImplementedError
 
     def _check_writable(self, action: str) -> None:  # provided by the class
+        raise NotImplementedError
+
+    def get_version_by_name(self, name: str) -> Any:  # provided by the class
         raise NotImplementedError
 
     # -- names --------------------------------------------------------------------
@@ -154,7 +175,7 @@ class RefsMixin:
     def _branch_base(self, branch: str, prev_version: str | None) -> str:
         """The version a commit on ``branch`` starts from."""
         head = self._open_state.refs.require(BRANCH, branch)
-        if prev_version is not None and prev_version != head:
+        if prev_version is not None and prev_version != head and self.resolve(prev_version) != head:
             raise InvalidOptionError(
                 f"Expected prev_version to be omitted or the head of branch {branch!r} "
                 f"({head!r}). Got {prev_version!r}."
@@ -199,8 +220,7 @@ class RefsMixin:
         """
         self._check_writable(f"merge {theirs!r}")
         state = self._open_state
-        branch = into if into is not None else self.current_branch
-        ours = self._target(None) if branch is None else state.refs.require(BRANCH, branch)
+        branch, ours = self._onto(into)
         their_version = self.resolve(theirs)
         moves_current = ours == state.current_version
         if name is None:
@@ -217,7 +237,7 @@ class RefsMixin:
                 allow_unrelated=allow_unrelated,
                 fast_forward=fast_forward,
                 make_current=moves_current,
-                check_name=lambda n: _check_version_name(state, n),
+                check_name=lambda n: check_version_name(state, n),
             )
             if branch is not None:
                 state.refs.set(BRANCH, branch, result.version)
@@ -225,15 +245,197 @@ class RefsMixin:
                 state.set_current_version(result.version)
         return result
 
+    def _onto(self, into: str | None) -> tuple[str | None, str]:
+        """``(branch, its head)`` a merge, cherry-pick or revert commits on: ``into``,
+        else the current branch; ``(None, current version)`` when there is none."""
+        state = self._open_state
+        branch = into if into is not None else self.current_branch
+        ours = self._target(None) if branch is None else state.refs.require(BRANCH, branch)
+        return branch, ours
 
-def _merge_name(state: FileState, theirs: str, ours: str) -> str:
-    base = f"merge {theirs} into {ours}"
+    def cherry_pick(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        on_conflict: Any = "fail",
+        *,
+        parent: Any = None,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> _merge.MergeResult:
+        """Apply the change ``version`` (a version, tag or branch) made to its parent onto
+        branch ``into`` (default: the current branch, or the current version when no
+        branch is current), as a new version ``name`` (default: generated), and move the
+        branch to it.
+
+        Three-way and chunk level, like :meth:`merge`, with ``version``'s parent as the
+        base; ``on_conflict`` as for :meth:`merge`.  A merge version needs ``parent``
+        (1-based position or name of the parent whose change is taken):
+        :class:`~h5vc.errors.MergeParentError` otherwise.  A version already in
+        ``into``'s history raises :class:`~h5vc.errors.EmptyChangeError`.
+        """
+        return self._apply_change(
+            "cherry-pick", version, into, name, on_conflict, parent, message, author
+        )
+
+    def revert(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        parent: Any = None,
+        on_conflict: Any = "fail",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> _merge.MergeResult:
+        """Apply the inverse of the change ``version`` made to its parent onto branch
+        ``into`` (as :meth:`cherry_pick`): a new version that undoes it, later changes
+        kept.  A merge version needs ``parent`` (whose side is kept)."""
+        return self._apply_change(
+            "revert", version, into, name, on_conflict, parent, message, author
+        )
+
+    # -- history tools ----------------------------------------------------------------
+
+    def blame(self, path: str, index: Any = ..., ref: str | None = None) -> Blame:
+        """Which version last changed each chunk region of dataset ``path`` in ``ref``
+        (a version, tag or branch; default: the current version) that ``index``
+        touches (default: all).  Decided from chunk maps and digests: no data is read.
+        ``result.regions`` lists ``(region, version)``; ``result.version_of(i, j)``
+        answers for one element."""
+        return _blame(self._open_state, self._target(ref), path, index)
+
+    def bisect(self, predicate: Callable[[Any], Any], good: str, bad: str) -> BisectResult:
+        """The first version on the path from ``good`` to ``bad`` (versions, tags or
+        branches) for which ``predicate(version_group)`` is true; ``good`` is taken as
+        false and ``bad`` as true.  A binary search: ``ceil(log2(n))`` of the ``n``
+        versions on the path are opened.  ``result.version`` is the version found,
+        ``result.tested`` the ``(version, result)`` pairs in order."""
+        state = self._open_state
+        return _bisect(
+            state, predicate, self.resolve(good), self.resolve(bad), self.get_version_by_name
+        )
+
+    def squash(
+        self,
+        first: str,
+        last: str,
+        name: str | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> str:
+        """Replace the linear run of versions from ``first`` to ``last`` (versions, tags
+        or branches) by one new version ``name`` (default: generated) holding ``last``'s
+        data, parent ``first``'s parent; ``last``'s children and branches move to it,
+        and the run is deleted as :func:`~h5vc.delete_versions` deletes (the chunks
+        only the run held are freed).  Returns the new version's name.
+
+        Raises :class:`~h5vc.errors.NotLinearHistoryError` unless ``first`` is ``last``
+        or a first-parent ancestor of it with no merge, and no other child, in between;
+        :class:`~h5vc.errors.RefInUseError` for a tag on the run or a branch inside it.
+        Nothing changes then.  The default message lists the run's messages.
+        """
+        self._check_writable(f"squash {first!r}..{last!r}")
+        state = self._open_state
+        run = _squash.squash_run(state, self.resolve(first), self.resolve(last))
+        if name is None:
+            name = _unique(state, f"squash of {run[0]} to {run[-1]}")
+        if message is None:
+            message = _squash.default_message(state, run)
+        info = _squash.squash(
+            state,
+            run,
+            name,
+            message=message,
+            author=author,
+            check_name=lambda n: check_version_name(state, n),
+        )
+        return info.name
+
+    def _apply_change(
+        self,
+        kind: str,
+        version: str,
+        into: str | None,
+        name: str | None,
+        on_conflict: Any,
+        parent: Any,
+        message: str | None,
+        author: str | None,
+    ) -> _merge.MergeResult:
+        self._check_writable(f"{kind} {version!r}")
+        state = self._open_state
+        _merge.check_on_conflict(on_conflict)
+        branch, ours = self._onto(into)
+        source = self.resolve(version)
+        if isinstance(parent, str):
+            parent = self.resolve(parent)
+        change_parent(state, source, parent)  # refused before anything is written
+        if message is None:
+            message = _change_message(state, kind, source)
+        moves_current = ours == state.current_version
+        apply = cherry_pick if kind == "cherry-pick" else revert
+        with state.operation():  # one commit point: the version, the branch, current
+            new_name = check_version_name(
+                state, name if name is not None else _change_name(state, kind, source)
+            )
+            result = apply(
+                state,
+                source,
+                ours,
+                new_name,
+                parent=parent,
+                message=message,
+                author=author,
+                on_conflict=on_conflict,
+                make_current=moves_current,
+            )
+            if branch is not None:
+                state.refs.set(BRANCH, branch, result.version)
+        return result
+
+
+def _change_name(state: FileState, kind: str, version: str) -> str:
+    return _unique(state, f"{kind} of {version}")
+
+
+def _change_message(state: FileState, kind: str, version: str) -> str:
+    original = state.log.info(version).message
+    first = f"{'Cherry-pick' if kind == 'cherry-pick' else 'Revert'} of {version}"
+    return first if not original else f"{first}: {original}"
+
+
+def _unique(state: FileState, base: str, suffix: str = " ({n})") -> str:
+    """``base``, or ``base`` with ``suffix`` (n = 2, 3, ...) when a version or ref has it."""
     name, n = base, 1
-    while name in state.log:
+    while name in state.log or state.refs.get(BRANCH, name) or state.refs.get(TAG, name):
         n += 1
-        name = f"{base} ({n})"
+        name = base + suffix.format(n=n)
     return name
 
 
-def _check_version_name(state: FileState, name: str) -> str:
-    return check_new_version_name(state, name)
+def _merge_name(state: FileState, theirs: str, ours: str) -> str:
+    return _unique(state, f"merge {theirs} into {ours}")
+
+
+def generated_version_name(state: FileState) -> str:
+    """A name for a version committed without one: the UTC time now to the
+    microsecond, ``YYYYMMDDTHHMMSS.ffffffZ`` (names of later commits sort after those
+    of earlier ones), with ``-2``, ``-3``, ... added in the rare case it is taken."""
+    stamp = np.datetime_as_string(now(), unit="us").replace("-", "").replace(":", "")
+    return _unique(state, f"{stamp}Z", "-{n}")
+
+
+def check_version_name(state: FileState, name: str) -> str:
+    """``name`` if a new version may take it: not a version, branch or tag yet."""
+    name = check_new_version_name(state, name)
+    for kind in (BRANCH, TAG):
+        if state.refs.get(kind, name) is not None:
+            raise InvalidVersionNameError(
+                f"{name!r} is already a {kind}; a version of the same name would make "
+                f"{name!r} ambiguous. Expected another version name."
+            )
+    return name

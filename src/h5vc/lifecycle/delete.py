@@ -88,17 +88,13 @@ def delete_versions(
         return
     check_refs(state, doomed, force)
     survivors = [name for name in state.log.names() if name not in doomed]
-    with state.operation():  # a failure in a file from h5vc.open: all rolled back
-        state.upgrade_layout()
-        try:
-            parents = _repoint(state, doomed, survivors)
-            for name in doomed:
-                del state.versions[name]
-            timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
-            state.root.file.flush()
-            _release_chunks(state, survivors, erase=erase)
-        finally:
-            state.forget()  # chunks moved: cached hash indexes and chunk maps are stale
+    with state.operation(moves_chunks=True):  # all or nothing; caches are stale after
+        parents = _repoint(state, doomed, survivors)
+        for name in doomed:
+            del state.versions[name]
+        timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
+        state.root.file.flush()
+        _release_chunks(state, survivors, erase=erase)
 
 
 def _parse_names(state: FileState, versions: str | Iterable[str]) -> set[str]:

@@ -38,7 +38,16 @@ from h5vc.versions import (
     resolve_state,
 )
 
-__all__ = ["Conflict", "MergeResult", "merge", "merge_base"]
+__all__ = [
+    "Conflict",
+    "MergeResult",
+    "Merger",
+    "check_on_conflict",
+    "commit_result",
+    "is_ancestor",
+    "merge",
+    "merge_base",
+]
 
 Resolver = Callable[["Conflict", np.ndarray, np.ndarray, np.ndarray], Any]
 
@@ -74,7 +83,9 @@ class Conflict:
 
 @dataclass
 class MergeResult:
-    """What a merge did: ``kind`` is ``"merge"`` (a new version), ``"fast-forward"``."""
+    """What a merge did: ``kind`` is ``"merge"`` (a new version), ``"fast-forward"``,
+    or for :mod:`h5vc.lifecycle.cherry` ``"cherry-pick"`` / ``"revert"`` (a new version
+    on ``ours`` alone; ``base`` and ``theirs`` are the two ends of the change applied)."""
 
     kind: str
     version: str
@@ -104,6 +115,11 @@ def _ancestry(state: FileState, start: str) -> set[str]:
     return seen
 
 
+def is_ancestor(state: FileState, ancestor: str, version: str) -> bool:
+    """Whether ``ancestor`` is reached from ``version`` through parents (not itself)."""
+    return ancestor != version and ancestor in _ancestry(state, version)
+
+
 def merge_base(state: FileState, a: str, b: str) -> str | None:
     """The nearest common ancestor of versions ``a`` and ``b`` (either may be it), or None.
 
@@ -117,7 +133,7 @@ def merge_base(state: FileState, a: str, b: str) -> str | None:
     return max(common, key=lambda name: (state.log.info(name).timestamp, name))
 
 
-class _Merger:
+class Merger:
     """Walks base, ours and theirs together and builds the commit of the merge."""
 
     def __init__(
@@ -342,7 +358,7 @@ def _read_region(
     return out
 
 
-def _check_on_conflict(on_conflict: Any) -> None:
+def check_on_conflict(on_conflict: Any) -> None:
     if on_conflict not in ("fail", "ours", "theirs") and not callable(on_conflict):
         raise InvalidOptionError(
             f"Expected on_conflict='fail', 'ours', 'theirs' or a callable. Got {on_conflict!r}."
@@ -356,10 +372,10 @@ def plan_merge(
     *,
     on_conflict: str | Resolver = "fail",
     allow_unrelated: bool = False,
-) -> tuple[str | None, _Merger | None]:
+) -> tuple[str | None, Merger | None]:
     """``(base, merger)`` for merging ``theirs`` into ``ours``; the merger is None for a
     fast-forward.  Raises the merge's bad-input errors; writes nothing."""
-    _check_on_conflict(on_conflict)
+    check_on_conflict(on_conflict)
     if ours == theirs:
         raise NothingToMergeError(f"Cannot merge version {theirs!r} into itself.")
     base = merge_base(state, ours, theirs)
@@ -374,7 +390,7 @@ def plan_merge(
         )
     if base == ours:
         return base, None
-    return base, _Merger(state, base, ours, theirs, on_conflict)
+    return base, Merger(state, base, ours, theirs, on_conflict)
 
 
 def merge(
@@ -404,36 +420,17 @@ def merge(
     if check_name is not None:
         name = check_name(name)
     if merger is None:
-        merger = _Merger(state, base, ours, theirs, on_conflict)
-    root = merger.run()
-    unresolved = [
-        c
-        for c in merger.conflicts
-        if on_conflict == "fail" or (callable(on_conflict) and c.kind != "data")
-    ]
-    if unresolved:
-        state.undo_writes()
-        raise MergeConflictError(
-            f"Merging {theirs!r} into {ours!r} (base {base!r}): {len(unresolved)} "
-            f"conflict(s); nothing was written: "
-            + "; ".join(c.describe() for c in unresolved[:5])
-            + (" ..." if len(unresolved) > 5 else ""),
-            unresolved,
-        )
-    try:
-        commit_version(
-            state,
-            name,
-            ours,
-            root,
-            message=message,
-            author=author,
-            make_current=make_current,
-            merge_parents=(theirs,),
-        )
-    except BaseException:
-        state.undo_writes()
-        raise
+        merger = Merger(state, base, ours, theirs, on_conflict)
+    commit_result(
+        state,
+        merger,
+        name,
+        f"Merging {theirs!r} into {ours!r} (base {base!r})",
+        message=message,
+        author=author,
+        make_current=make_current,
+        merge_parents=(theirs,),
+    )
     return MergeResult(
         "merge",
         name,
@@ -443,6 +440,48 @@ def merge(
         conflicts=merger.conflicts,
         chunks_taken=merger.taken,
         chunks_merged=merger.merged,
+    )
+
+
+def commit_result(
+    state: FileState,
+    merger: Merger,
+    name: str,
+    what: str,
+    *,
+    message: str | None,
+    author: str | None,
+    make_current: bool,
+    merge_parents: tuple[str, ...] = (),
+) -> None:
+    """Run ``merger`` and commit its result on ``ours`` as version ``name``; raise
+    :class:`MergeConflictError` (``what`` says what was being done) and write nothing
+    if a conflict is left unresolved.  Runs inside the caller's ``state.operation()``."""
+    on_conflict = merger.on_conflict
+    ours = merger.names[1]
+    assert ours is not None
+    root = merger.run()
+    unresolved = [
+        c
+        for c in merger.conflicts
+        if on_conflict == "fail" or (callable(on_conflict) and c.kind != "data")
+    ]
+    if unresolved:  # the caller's operation takes back what the merger wrote
+        raise MergeConflictError(
+            f"{what}: {len(unresolved)} conflict(s); nothing was written: "
+            + "; ".join(c.describe() for c in unresolved[:5])
+            + (" ..." if len(unresolved) > 5 else ""),
+            unresolved,
+        )
+    commit_version(
+        state,
+        name,
+        ours,
+        root,
+        message=message,
+        author=author,
+        make_current=make_current,
+        merge_parents=merge_parents,
     )
 
 

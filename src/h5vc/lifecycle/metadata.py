@@ -117,13 +117,9 @@ def modify_metadata(
             changes.append((key, store, objects, old, new))
     if not changes:
         return
-    with state.operation():  # a failure in a file from h5vc.open: all rolled back
-        state.upgrade_layout()
-        try:
-            for key, store, objects, old, new in changes:
-                _modify_store(state, path, key, store, objects, old, new)
-        finally:
-            state.forget()  # stores and virtual datasets were replaced: caches are stale
+    with state.operation(moves_chunks=True):  # stores and virtual datasets are replaced
+        for key, store, objects, old, new in changes:
+            _modify_store(state, path, key, store, objects, old, new)
 
 
 def _modify_store(

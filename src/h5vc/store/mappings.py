@@ -41,7 +41,7 @@ from h5vc.store.header import (
     stored_messages,
 )
 
-__all__ = ["Mappings", "decode_mappings", "stored_mappings"]
+__all__ = ["Mappings", "decode_mappings", "stored_mappings", "stored_shape"]
 
 _LAYOUT_VIRTUAL = 3
 _SEL_NONE, _SEL_POINTS, _SEL_HYPERSLABS, _SEL_ALL = 0, 1, 2, 3
@@ -125,6 +125,19 @@ def stored_mappings(group: h5py.Group, name: str) -> Mappings | None:
             f"{group.file.filename!r} are damaged and cannot be read: {damage}. Run "
             f"h5vc.verify on the file; restore it from a copy if it was written."
         ) from None
+
+
+def stored_shape(group: h5py.Group, name: str) -> tuple[int, ...] | None:
+    """The shape of dataset ``group[name]`` read from the file before HDF5 opens it
+    (see :func:`stored_mappings`); None if it cannot be read this way."""
+    stored = stored_messages(group, name, frozenset((DATASPACE,)))
+    space = None if stored is None else stored.messages.get(DATASPACE)
+    if stored is None or space is None:
+        return None
+    try:
+        return tuple(int(n) for n in dataspace_dims(space, stored.sizeof_size))
+    except (_Unknown, HeaderDamage, struct.error, ValueError):
+        return None
 
 
 def _heap_object(

@@ -144,10 +144,10 @@ def commit_version(
 ) -> VersionInfo:
     """Write ``root`` as the new version ``name``; all or nothing.
 
-    Runs inside ``state.operation()``, whose commit point flushes the file.
+    Runs inside ``state.operation()``, which brings the layout up to date first and
+    ends in a commit point (or takes everything back if this raises).
     ``merge_parents`` are the parents of a merge after ``prev_version``."""
     ts = commit_timestamp(state, name, prev_version, timestamp)
-    state.upgrade_layout()
     group = state.versions.create_group(name)
     try:
         _write_group(state, name, group, root)
@@ -162,8 +162,7 @@ def commit_version(
         }
         tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
     except BaseException:
-        del state.versions[name]
-        state.undo_writes()  # also drops the caches: addresses of deleted objects get reused
+        del state.versions[name]  # the operation takes back the chunks written
         raise
     state.end_writes(used=_dataset_paths(root))
     info = VersionInfo(name, prev_version, ts, message, author, tuple(merge_parents))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,10 @@ class VersionInfo:
         """Every parent, first parent first (empty for a root)."""
         first = () if self.prev_version is None else (self.prev_version,)
         return first + self.merge_parents
+
+
+#: Heap keys of :meth:`VersionLog.topological`: newer versions have smaller keys.
+_EPOCH = np.datetime64(0, "us")
 
 
 class VersionLog:
@@ -162,6 +167,41 @@ class VersionLog:
         while current is not None:
             yield current
             current = self.info(current).prev_version
+
+    def topological(self, start: str, *, first_parent: bool = False) -> Iterator[str]:
+        """``start`` and every ancestor once, each before its parents (git's
+        ``--topo-order``); of the versions ready at a time, the newest comes first.
+
+        With ``first_parent`` only the chain of first parents is walked.  Lazy: the
+        ancestors are collected first (parents only), nothing else is read.
+        """
+        self._load_all()  # every version's parents in one read (the index's log column)
+        if first_parent:
+            yield from self.ancestors(start)
+            return
+        children: dict[str, int] = {start: 0}
+        todo = [start]
+        while todo:
+            for parent in self.parents(todo.pop()):
+                if parent not in self:
+                    continue  # deleted merge parents are repointed; be lenient anyway
+                if parent in children:
+                    children[parent] += 1
+                else:
+                    children[parent] = 1
+                    todo.append(parent)
+        ready: list[tuple[np.timedelta64, str]] = [(_EPOCH - self._stamp(start), start)]
+        while ready:
+            _, name = heapq.heappop(ready)
+            yield name
+            for parent in self.parents(name):
+                if parent in children:
+                    children[parent] -= 1
+                    if not children[parent]:
+                        heapq.heappush(ready, (_EPOCH - self._stamp(parent), parent))
+
+    def _stamp(self, name: str) -> np.datetime64:
+        return self.info(name).timestamp
 
     def _index_usable(self) -> bool:
         """Whether the persisted time index lists exactly the committed versions."""

@@ -19,10 +19,60 @@ from h5vc.errors import (
 )
 from h5vc.store import refattrs
 
-__all__ = ["BRANCH", "TAG", "Refs"]
+__all__ = ["BRANCH", "TAG", "Refs", "check_ref_format"]
 
 BRANCH = "branch"
 TAG = "tag"
+
+
+#: Characters git refuses anywhere in a ref name (``git check-ref-format``).
+_FORBIDDEN = frozenset(" ~^:?*[\\")
+
+
+def check_ref_format(kind: str, name: object) -> str:
+    """``name`` if it follows git's rules for ref names (``git check-ref-format
+    --allow-onelevel``): components separated by ``/`` (none empty, none starting with
+    ``.`` or ending with ``.lock``); no ``..``, ``@{``, control characters, space,
+    ``~^:?*[\\``; not ``@``, not ending with ``.``.  Like ``git branch``, no leading
+    ``-``; h5vc keeps names starting with ``__`` for itself."""
+    if not isinstance(name, str):
+        raise InvalidRefNameError(
+            f"Expected a {kind} name as a str. Got {type(name).__name__} instead."
+        )
+    problem = None
+    if not name:
+        problem = "it is empty"
+    elif name.startswith("-"):
+        problem = "it starts with '-'"
+    elif name.startswith("__"):
+        problem = "names starting with '__' are h5vc's own"
+    elif name == "@":
+        problem = "it is '@'"
+    elif any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+        problem = "it contains a control character"
+    elif _FORBIDDEN.intersection(name):
+        problem = f"it contains {''.join(sorted(_FORBIDDEN.intersection(name)))!r}"
+    elif ".." in name:
+        problem = "it contains '..'"
+    elif "@{" in name:
+        problem = "it contains '@{'"
+    elif name.endswith("."):
+        problem = "it ends with '.'"
+    else:
+        for part in name.split("/"):
+            if not part:
+                problem = "it has an empty component (a leading, trailing or double '/')"
+            elif part.startswith("."):
+                problem = f"its component {part!r} starts with '.'"
+            elif part.endswith(".lock"):
+                problem = f"its component {part!r} ends with '.lock'"
+            if problem:
+                break
+    if problem:
+        raise InvalidRefNameError(
+            f"Expected a {kind} name following git's rules for ref names: {problem}. Got {name!r}."
+        )
+    return name
 
 
 class Refs:
@@ -84,17 +134,7 @@ class Refs:
 
     def check_new_name(self, kind: str, name: object, is_version: Callable[[str], bool]) -> str:
         """``name`` if it can name a new branch or tag; else a specific error."""
-        if not isinstance(name, str):
-            raise InvalidRefNameError(
-                f"Expected a {kind} name as a str. Got {type(name).__name__} instead."
-            )
-        if not name.strip():
-            raise InvalidRefNameError(f"Expected a non-empty {kind} name. Got {name!r}.")
-        if "/" in name or name.startswith("__") or "\x00" in name:
-            raise InvalidRefNameError(
-                f"Expected a {kind} name without '/' or NUL that does not start with '__'. "
-                f"Got {name!r}."
-            )
+        name = check_ref_format(kind, name)
         refs = self._load()
         if name in refs[kind]:
             error = TagImmutableError if kind == TAG else RefExistsError

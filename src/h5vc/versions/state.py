@@ -125,6 +125,8 @@ class FileState:
         #: Incremented whenever the caches are dropped: caches kept by the layers
         #: above (views of committed objects) are valid while it is unchanged.
         self.generation = 0
+        #: How deep in :meth:`operation` calls the caller is (0: in none).
+        self._depth = 0
 
     @property
     def h5vc_layout(self) -> bool:
@@ -469,7 +471,7 @@ class FileState:
         self.log.reload()
         self.refs.reload()
 
-    def commit_outside_writes(self) -> None:
+    def _commit_outside_writes(self) -> None:
         """Make what was written since the last commit point outside h5vc's operations
         (the caller's own writes through h5py, the layout of a newly versioned file)
         part of it, so that a failing operation rolls back only itself."""
@@ -477,23 +479,46 @@ class FileState:
             durable.commit_point(self.root)
 
     @contextlib.contextmanager
-    def operation(self, *, begin: bool = True) -> Iterator[None]:
-        """Run one writing operation: it ends in a commit point, or is rolled back.
+    def operation(self, *, moves_chunks: bool = False) -> Iterator[None]:
+        """One writing operation, all or nothing: every change of the file goes
+        through it (a commit, ``delete_versions``, ``modify_metadata``, a merge, a
+        branch or tag change).
 
-        In a journaled file (opened by :func:`h5vc.open`, or a caller's ``h5py.File``
-        that h5vc took over) a failure restores the file to the last commit point and
-        reopens it (this state then starts afresh); elsewhere the file is only flushed,
-        and the caller undoes what it can. ``begin=False``: the caller has already
-        committed the writes made before it (see :meth:`commit_outside_writes`).
+        It begins by making the caller's own writes since the last commit point part
+        of it, and brings the layout up to date. It ends in a commit point. If it
+        fails, a journaled file (opened by :func:`h5vc.open`, or a caller's
+        ``h5py.File`` that h5vc took over) is restored to the last commit point and
+        reopened (this state then starts afresh); elsewhere the chunks written since
+        the last commit are taken back (:meth:`undo_writes`). ``moves_chunks``: the
+        operation moves chunks or replaces stores, so every cache is dropped at its
+        end, whatever happens. An operation inside another is part of the outer one
+        (one commit point, one roll-back).
         """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if moves_chunks:
+                    self.forget()
+            return
+        self._depth = 1
         try:
-            if begin:
-                self.commit_outside_writes()
-            yield
+            self._commit_outside_writes()
+            self.upgrade_layout()
+            try:
+                yield
+            finally:
+                if moves_chunks:
+                    self.forget()
             durable.commit_point(self.root)
         except BaseException:
-            self.roll_back()
+            if not self.roll_back():
+                self.undo_writes()
             raise
+        finally:
+            self._depth = 0
 
     def roll_back(self) -> bool:
         """Restore the file to its last commit point if h5vc opened it; True if so."""

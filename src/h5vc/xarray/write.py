@@ -159,7 +159,9 @@ def _check_append(ds: Any, group: Any, append_dim: str) -> None:
 def _keep_root_attrs(vf: Any, staged: Any, prev_version: str | None) -> None:
     """A version's root attributes belong to it alone: writing a subgroup keeps
     those of the version it starts from."""
-    base = vf.current_version if prev_version is None else prev_version
+    if prev_version in ("", layout.FIRST_VERSION):
+        return  # an empty version
+    base = vf.current_version if prev_version is None else vf.resolve(prev_version)
     if base in vf:
         for key, value in vf[base].attrs.items():
             if key not in layout.VERSION_ATTRS:  # the version's own metadata is new
@@ -180,12 +182,14 @@ def to_version(
     message: str | None = None,
     author: str | None = None,
     timestamp: Any = None,
+    branch: str | None = None,
 ) -> None:
     """Write the Dataset ``ds`` as the new version ``version`` of ``target``.
 
     ``target`` is a path (opened with mode ``"a"``), an h5py file or group, or a
-    :class:`~h5vc.VersionedHDF5File`. The version starts from ``prev_version``
-    (default: the current version); the group ``group`` then holds exactly the
+    :class:`~h5vc.VersionedHDF5File`. The version starts from ``prev_version`` (a
+    version, tag or branch; default: the current version), or with ``branch`` from
+    that branch's head, which then moves to it; the group ``group`` then holds exactly the
     variables of ``ds`` (CF-encoded as netCDF writers do, dimension names in
     ``_ARRAY_DIMENSIONS``) and its attributes; other groups are kept.
     ``xr.open_dataset(target, engine="h5vc", version=version, group=group)`` gives
@@ -207,11 +211,16 @@ def to_version(
     with (
         _versioned(target, root) as vf,
         vf.stage_version(
-            version, prev_version, timestamp=timestamp, message=message, author=author
+            version,
+            prev_version,
+            timestamp=timestamp,
+            message=message,
+            author=author,
+            branch=branch,
         ) as staged,
     ):
         if path:
-            _keep_root_attrs(vf, staged, prev_version)
+            _keep_root_attrs(vf, staged, prev_version if branch is None else branch)
         node = staged.require_group(path) if path else staged
         _write_group(node, ds, variables, append_dim, options)
         _set_attrs(node, dict(attrs))
