@@ -320,3 +320,18 @@ def test_repack_copies_only_the_slots_in_use(path: str, tmp_path) -> None:
         assert h5vc.verify(f).ok
     with h5py.File(path, "r") as f:
         assert h5vc.stats(f).datasets["grid"].free_chunks == 2 * 4 * 3  # 4 x 3 chunks each
+
+
+def test_verify_reports_a_version_that_maps_a_free_slot(path: str) -> None:
+    """The free slots are those past the last hash-table row: a table that lost its last
+    row (damage) leaves a mapped slot free, and verify says which."""
+    _build(path, "h5py", None)
+    with h5py.File(path, "r+") as f:
+        h5vc.delete_versions(f, ["v0", "v1"])
+        assert h5vc.verify(f).ok
+        table = f["_version_data/x/hash_table"]
+        table.attrs["largest_index"] = np.int64(table.attrs["largest_index"] - 1)
+    with h5py.File(path, "r") as f:
+        report = h5vc.verify(f)
+        assert not report.ok
+        assert any("without a hash-table row" in p.message for p in report.problems)
