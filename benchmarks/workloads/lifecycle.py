@@ -7,6 +7,12 @@ a fresh subprocess so that its peak resident memory is its own; a second run on 
 of the file measures the peak of Python-level allocations with ``tracemalloc``. Surviving
 versions are read back and compared with a replay of the edits.
 
+Space reuse: a quarter-length array is committed, then rewritten entirely by 16
+versions; every other one is deleted, the file opened again with plain
+``h5py.File(path, "r+")`` and rewritten entirely 8 times. The median of those commits
+and the file's growth over them (against the bytes they write) show whether the space
+the deleted versions held is reused.
+
 A second file holds 10,000 versions of a small dataset with explicit timestamps one
 second apart; it measures opening the file, the first ``vf[datetime]`` lookup and the
 median of later lookups.
@@ -160,6 +166,49 @@ def verify(vlib: Any, path: pathlib.Path, sizes: Sizes) -> None:
                 check_equal(vf[name]["x"][:], state, f"version {name} after deletes")
 
 
+#: Versions of the space-reuse file that each rewrite all of it; every other one is
+#: deleted and then as many full rewrites are committed.
+REUSE_VERSIONS = 16
+
+
+def measure_reuse(vlib: Any, workdir: pathlib.Path, sizes: Sizes) -> Metrics:
+    """Full rewrites after deleting half the versions, in a plain h5py session: their
+    median commit time and how much the file grew (against the bytes they write)."""
+    import h5py
+
+    path = workdir / f"{NAME}-reuse.h5"
+    length = sizes.length // 4
+    rng = np.random.default_rng(20240612)
+    with h5py.File(path, "w") as f:
+        vf = vlib.VersionedHDF5File(f)
+        with vf.stage_version("base") as group:
+            group.create_dataset("x", data=rng.random(length), chunks=(sizes.chunk,))
+        for number in range(REUSE_VERSIONS):
+            with vf.stage_version(f"full{number:03d}") as group:
+                group["x"][:] = rng.random(length)
+    with h5py.File(path, "r+") as f:
+        vlib.delete_versions(f, [f"full{n:03d}" for n in range(0, REUSE_VERSIONS, 2)])
+    before = file_bytes(path)
+    laps = []
+    with h5py.File(path, "r+") as f:
+        vf = vlib.VersionedHDF5File(f)
+        for number in range(REUSE_VERSIONS // 2):
+            values = rng.random(length)
+
+            def commit(number: int = number, values: np.ndarray = values) -> None:
+                with vf.stage_version(f"again{number:03d}") as group:
+                    group["x"][:] = values
+
+            seconds, _ = timed(commit)
+            laps.append(seconds)
+        check_equal(vf[f"again{number:03d}"]["x"][:], values, "the last rewrite after deletes")
+    return {
+        "reuse_commit_s": median(laps),
+        "reuse_written_bytes": float(REUSE_VERSIONS // 2 * length * 8),
+        "reuse_file_growth_bytes": file_bytes(path) - before,
+    }
+
+
 def measure_deletes(lib: str, vlib: Any, workdir: pathlib.Path, sizes: Sizes) -> Metrics:
     path = workdir / f"{NAME}-{lib}.h5"
     build_s = build(vlib, path, sizes)
@@ -230,6 +279,7 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
     sizes = QUICK if quick else FULL
     return {
         **measure_deletes(lib, vlib, workdir, sizes),
+        **measure_reuse(vlib, workdir, sizes),
         **measure_timestamps(vlib, workdir, sizes),
     }
 

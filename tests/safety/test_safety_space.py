@@ -1,4 +1,5 @@
-"""Deleted data really goes; freed space is reused after a reopen; stats reports it."""
+"""Deleted data really goes; freed space is reused after a reopen; stats reports it
+(tests/safety/test_safety_space_reuse.py: reuse in every kind of file)."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def test_space_released_by_delete_is_reused_after_reopen(path: str) -> None:
         report = h5vc.stats(f)
         assert report.persists_free_space
         released = 50 * 8 * 500 * 8  # 50 versions of 8 chunks of 500 float64
-        assert report.free_bytes > 0.8 * released
+        assert report.free_chunk_bytes == released  # kept as free slots of raw_data
+        assert report.datasets["x"].free_chunks == 50 * 8
         assert report.datasets["x"].chunks == 50 * 8  # the base's zeros are not stored
         assert report.datasets["x"].stored_bytes == 50 * 8 * 500 * 8
     _rewrite_all(path, "w", 2)
@@ -123,19 +125,23 @@ def test_space_released_by_delete_is_reused_after_reopen(path: str) -> None:
         assert h5vc.verify(f).ok
 
 
-def test_plain_h5py_file_forgets_free_space(path: str) -> None:
-    """Documented: only files created with the property persist free space."""
+def test_plain_h5py_file_forgets_free_space_but_keeps_free_slots(path: str) -> None:
+    """Documented: only files created with the property persist HDF5's free space; the
+    chunks delete_versions released stay as free slots in every file."""
     with h5py.File(path, "w") as f:
         vf = VersionedHDF5File(f)
         with vf.stage_version("v1") as g:
-            g.create_dataset("x", data=np.zeros(4000), chunks=(500,))
+            g.create_dataset("x", data=np.arange(4000.0), chunks=(500,))
         with vf.stage_version("v2") as g:
-            g["x"][:] = 1.0
+            g["x"][:] = 1.0  # 8 equal chunks: one slot
         h5vc.delete_versions(f, ["v1"])
     with h5py.File(path, "r") as f:
         report = h5vc.stats(f)
         assert not report.persists_free_space
         assert report.free_bytes == 0
+        assert report.datasets["x"].chunks == 1
+        assert report.datasets["x"].free_chunks == 8
+        assert report.free_chunk_bytes == 8 * 500 * 8
 
 
 @pytest.mark.parametrize("mode", ["w", "x", "a"])

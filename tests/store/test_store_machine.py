@@ -206,7 +206,8 @@ class VersionedStoreMachine(RuleBasedStateMachine):
             if f"{path}/raw_data" not in store:
                 continue
             rows = int(store[f"{path}/hash_table"].attrs["largest_index"])
-            assert store[f"{path}/raw_data"].shape[0] == rows * spec.chunks[0]
+            # Slots past the rows are free (released by a delete), never short.
+            assert store[f"{path}/raw_data"].shape[0] >= rows * spec.chunks[0]
             hashes = store[f"{path}/hash_table"]["hash"][:rows]
             assert len({bytes(h) for h in hashes}) == rows
 

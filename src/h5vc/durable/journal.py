@@ -373,18 +373,25 @@ class JournaledFile:
         if self.discarding:
             return
         if self.failed is not None:
-            raise OSError(
-                getattr(self.failed, "errno", None) or errno.EIO,
-                f"Cannot commit the changes to {self.path!r}: a write to it failed "
-                f"({self.failed}); they must be rolled back.",
-            ) from self.failed
+            raise self._failed_commit(self.failed) from self.failed
         if not self._started:
             return
         try:
             self._commit()
+        except OSError as err:  # a write of the commit itself: name the file too
+            self.failed = self.failed or err
+            raise self._failed_commit(err) from err
         except BaseException as err:
             self.failed = self.failed or err
             raise
+
+    def _failed_commit(self, error: BaseException) -> OSError:
+        error_number = getattr(error, "errno", None) or errno.EIO
+        return OSError(
+            error_number,
+            f"Cannot commit the changes to {self.path!r}: a write to it failed "
+            f"({error}); they must be rolled back.",
+        )
 
     def _commit(self) -> None:
         self._spill()

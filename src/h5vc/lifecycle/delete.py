@@ -10,18 +10,25 @@ Design
 2. unlinks the deleted version groups;
 3. *compacts* every dataset store (:func:`h5vc.store.compact.compact_store`): the
    slots still referenced by a surviving version are copied down, in order, over
-   the released ones; ``raw_data`` is shrunk, ``hash_table`` keeps exactly the
-   surviving rows and ``largest_index`` is written last.  Each surviving virtual
-   dataset that points past the first released slot is rebuilt once with its
-   slots renumbered and relinked at every place that named it.
+   the released ones; ``hash_table`` keeps exactly the surviving rows and
+   ``largest_index`` is written last.  Each surviving virtual dataset that points
+   past the first released slot is rebuilt once with its slots renumbered and
+   relinked at every place that named it.
 
-Compaction was chosen over a free-slot list because it keeps the on-disk format
-unchanged (versioned-hdf5 writes the same compact tables, so compat files stay
-readable by it), the hash index can never name a released slot, and a later
-commit appends right after the survivors, into the space the released chunks
-occupied.  HDF5 deallocates the shrunk chunks of ``raw_data``, so their stale
-bytes are unreachable through any version; :func:`~h5vc.lifecycle.repack`
-returns the space to the file system.
+``raw_data`` keeps its extent: the slots past the survivors are *free* and hold the
+released chunks (and the old copies of the moved ones) until later commits write
+their new chunks there, before raw_data grows (:mod:`h5vc.store.rawdata`).  HDF5
+rewrites a chunk at its place in the file, so the released space is reused in every
+file, however it was created or opened; HDF5's own record of freed space, which only
+files created to persist it keep across a close, is not needed for it.
+
+Compaction (rather than holes listed somewhere) keeps the on-disk format that
+versioned-hdf5 writes and reads: its hash table stays sorted and gapless, and
+versioned-hdf5 writes new chunks at ``largest_index`` too, over the free slots, so
+files of its layout stay readable and writable by it.  No surviving version maps a
+free slot, and a free slot has no hash-table row, so the hash index can never name
+one; a commit interrupted anywhere leaves the slots it wrote free.
+:func:`~h5vc.lifecycle.repack` copies only the slots in use.
 
 Memory stays bounded: slots are moved in windows of at most
 ``COPY_BUDGET_BYTES`` of raw data, and only chunk maps (one integer per chunk)
@@ -71,9 +78,11 @@ def delete_versions(
     ``force=True``: its branches then move to the nearest surviving ancestor (and are
     deleted if there is none), its tags are deleted.
 
-    The released chunks' bytes stay in the file (as free space) until reused or
-    the file is repacked; with ``erase=True`` they are overwritten with zeros in
-    place first, which costs one write of the released chunks.
+    The released chunks' bytes stay in the file (as free slots of raw_data) until a
+    commit reuses them or the file is repacked; with ``erase=True`` every chunk no
+    version uses is overwritten with zeros in place first, which costs one write of
+    those chunks (zeroed chunks of a store with filters are then given back to HDF5,
+    as zero bytes are no valid compressed chunk).
 
     Raises :class:`~h5vc.errors.UnknownVersionToDeleteError` (a ``KeyError`` and a
     ``ValueError``) for an unknown name,

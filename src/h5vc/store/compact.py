@@ -1,8 +1,10 @@
 """Compaction of a chunk store: keep only the slots surviving versions use.
 
 The slots still referenced are copied down, in order, over the released ones;
-``raw_data`` is shrunk, ``hash_table`` keeps exactly the surviving rows (same
-digests, new ``start``/``stop``) and ``largest_index`` is written last.  Each
+``hash_table`` keeps exactly the surviving rows (same digests, new
+``start``/``stop``) and ``largest_index`` is written last.  ``raw_data`` keeps its
+extent: the slots past the survivors are free, and later commits write their new
+chunks there (see :mod:`h5vc.store.rawdata`) before raw_data grows.  Each
 virtual dataset that points past the first released slot is rebuilt once with its
 slots renumbered by a numpy lookup (``new = remap[old]``) and relinked at every
 place that named it.
@@ -52,35 +54,55 @@ def compact_store(
 
     With ``n`` slots kept, every kept slot at or past ``n`` moves into a released
     slot below ``n`` (lowest first).  Only the datasets that use a moved slot are
-    rebuilt, so deleting a few versions rebuilds a few virtual datasets.  With
-    ``erase``, every released slot is overwritten with zero bytes in place first
-    (see :func:`erase_slots`).
+    rebuilt, so deleting a few versions rebuilds a few virtual datasets.  The slots
+    from ``n`` on are then free.  With ``erase``, every slot no version uses is
+    overwritten with zero bytes in place first (see :func:`erase_slots`); zero bytes
+    are no valid chunk for a filter (a compressed one, or a checksum), so a store
+    with filters then drops its free slots (any HDF5 tool can still read all of
+    raw_data) and their space is HDF5's free space.
     """
-    raw_data, hash_table = store.raw_data, store.hash_table
-    n_rows = store.n_rows
+    raw_data = store.raw_data
     maps = [obj.chunk_map() for obj in objects]
     used = used_slots(maps)
     n_kept = len(used)
     c0 = store.chunks[0]
-    # A write interrupted before its hash-table rows leaves slots without rows at
-    # the end of raw_data; they are released like unused ones.
-    n_slots = max(raw_data.shape[0] // c0, n_rows)
-    if n_kept == n_slots:
-        return
+    # The slots in use end at the first free one (a version mapping a free slot is
+    # damage, reported by _rows_of_slots).
+    n_slots = max(store.first_free_slot, int(used.max(initial=-1)) + 1)
+    if erase:
+        # Every slot no version uses, the free ones past n_slots included (chunks
+        # released by an earlier delete, or written by an interrupted commit).
+        released = np.ones(max(n_slots, store.n_slots), dtype=bool)
+        released[used] = False
+        erase_slots(raw_data, np.flatnonzero(released), c0)
+    if n_kept < n_slots:
+        _move_down(store, objects, maps, used, n_slots, merge=merge)
+    if erase and raw_data.id.get_create_plist().get_nfilters():
+        raw_data.resize(n_kept * c0, axis=0)
+        fastread.forget(raw_data)
+        store.reload()
+
+
+def _move_down(
+    store: RawDataStore,
+    objects: list[DatasetObject],
+    maps: list[ChunkMap],
+    used: np.ndarray,
+    n_slots: int,
+    *,
+    merge: bool,
+) -> None:
+    """Move the ``used`` slots past ``len(used)`` into the released ones below it."""
+    raw_data, c0, n_kept = store.raw_data, store.chunks[0], len(used)
     kept_rows = _rows_of_slots(store, used, n_slots)
     sources = used[used >= n_kept]  # kept slots past the end: they move down
     is_used = np.zeros(n_kept, dtype=bool)
     is_used[used[used < n_kept]] = True
     targets = np.flatnonzero(~is_used)  # released slots below the end: they are refilled
-    if erase:
-        released = np.ones(n_slots, dtype=bool)
-        released[used] = False
-        erase_slots(raw_data, np.flatnonzero(released), c0)
     move_slots(raw_data, sources, targets, c0)
-    raw_data.resize(n_kept * c0, axis=0)
     remap = np.arange(max(n_slots, 1), dtype=np.int64)
     remap[sources] = targets
-    _rewrite_hash_table(hash_table, kept_rows, remap[used], c0)
+    _rewrite_hash_table(store.hash_table, kept_rows, remap[used], c0)
     store.reload()
     if not len(sources):
         return

@@ -1,10 +1,19 @@
 """The chunk store of one dataset path: ``raw_data`` plus its ``hash_table``.
 
-``raw_data`` holds every distinct chunk ever committed for the dataset, stacked
-along axis 0 (slot ``s`` is rows ``s*c0 : (s+1)*c0``).  ``hash_table`` maps each
-chunk's SHA-256 to its rows; its ``largest_index`` attribute (the number of valid
-rows) is written after the rows, so an interrupted commit leaves rows past it
-that are simply ignored.
+``raw_data`` holds every distinct chunk committed for the dataset (and not
+released by ``delete_versions``), stacked along axis 0 (slot ``s`` is rows
+``s*c0 : (s+1)*c0``).  ``hash_table`` maps each chunk's SHA-256 to its rows; its
+``largest_index`` attribute (the number of valid rows) is written after the rows, so
+an interrupted commit leaves rows past it that are simply ignored.
+
+The slots past the last one with a valid row are *free*: ``delete_versions`` leaves
+the chunks it released there (raw_data keeps its extent, so HDF5 keeps their file
+space), and so does an interrupted commit.  New chunks go to the first free slot and
+raw_data grows only past the free ones: HDF5 then rewrites the chunk at its place in
+the file instead of allocating new space, in every file, however it was created
+(HDF5 forgets its own record of freed space at close unless the file was created to
+keep it).  The free slots need no record of their own: nothing maps them, and a
+commit interrupted anywhere leaves them free.
 
 The hash index is read once per open store and then kept in memory and appended
 to, so a commit costs O(chunks written), not O(chunks ever stored).
@@ -38,7 +47,7 @@ from h5vc.store.layout import (
     RAW_DATA,
 )
 
-__all__ = ["RawDataStore", "check_storable"]
+__all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
 
 _FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
 
@@ -82,6 +91,21 @@ def check_storable(
         ) from None
 
 
+def first_free_slot(starts: np.ndarray, c0: int) -> int:
+    """The first free slot of a store whose valid hash-table rows start at rows
+    ``starts`` of raw_data: the one past every slot with a row (``largest_index`` in a
+    table sorted by slot, as both writers of the format leave it)."""
+    return int(starts.max(initial=-1)) // c0 + 1
+
+
+def slots_in_use(hash_table: h5py.Dataset, c0: int) -> int:
+    """:func:`first_free_slot` read from a store's ``hash_table``."""
+    n_rows = int(hash_table.attrs.get(ATTR_LARGEST_INDEX, 0))
+    if not n_rows:
+        return 0
+    return first_free_slot(hash_table[:n_rows]["shape"][:, 0], c0)
+
+
 class RawDataStore:
     """``raw_data`` + ``hash_table`` of one dataset path, with an in-memory hash index."""
 
@@ -121,6 +145,8 @@ class RawDataStore:
                 f"file; restore it from a copy if it was written."
             )
         self._index: dict[bytes, int] | None = None
+        #: The first free slot (past every slot with a valid row), set with the index.
+        self._first_free: int = 0
         #: Slots found to hold their digest's bytes since the index was loaded.
         self.verified_slots: set[int] = set()
         self._n_slots: int | None = None
@@ -271,6 +297,7 @@ class RawDataStore:
         self._n_rows_read = None
         self._n_slots = None
         self._index = None
+        self._first_free = 0
         self.verified_slots = set()
         fastread.forget(self.raw_data)
 
@@ -316,7 +343,7 @@ class RawDataStore:
 
     @property
     def n_slots(self) -> int:
-        """Number of chunk slots in raw_data."""
+        """Number of chunk slots in raw_data, free ones included."""
         if self._n_slots is None:
             self._n_slots = slot_count(self.raw_data.id, self.chunks[0])
         return self._n_slots
@@ -328,7 +355,15 @@ class RawDataStore:
             self._index = self._load_index()
         return self._index
 
+    @property
+    def first_free_slot(self) -> int:
+        """The slot the next new chunk is written to (:func:`first_free_slot`).  Slots
+        from here to :attr:`n_slots` are free."""
+        _ = self.index
+        return self._first_free
+
     def _load_index(self) -> dict[bytes, int]:
+        self._first_free = 0
         if self._n_rows == 0:
             return {}
         rows = self.rows()
@@ -342,6 +377,7 @@ class RawDataStore:
                 f"{int(starts.max())}."
             )
         digests = np.ascontiguousarray(rows["hash"]).tobytes()
+        self._first_free = first_free_slot(starts, c0)
         slots = (starts // c0).tolist()
         return {digests[32 * i : 32 * (i + 1)]: slot for i, slot in enumerate(slots)}
 
@@ -407,18 +443,34 @@ class RawDataStore:
         return slots
 
     def _append(self, data: np.ndarray, count: int) -> None:
-        """Write ``count`` chunks, back to back along axis 0 in ``data``, as new slots.
+        """Write ``count`` chunks, back to back along axis 0 in ``data``, to the first
+        free slots, growing raw_data only past the free slots it has.
 
-        The last chunk may be short along axis 0; HDF5 fills the rest of its slot
-        with the fill value.
+        The last chunk may be short along axis 0; the rest of its slot is written with
+        the fill value, so every slot is written whole: HDF5 never reads the stale (or
+        erased) chunk a free slot holds.
         """
         c0 = self.chunks[0]
-        first = self.n_slots
-        self.raw_data.resize((first + count) * c0, axis=0)
-        self._n_slots = first + count
+        first = self.first_free_slot
+        held = self.n_slots
+        if first + count > held:
+            self.raw_data.resize((first + count) * c0, axis=0)
+            self._n_slots = first + count
+        self._first_free = first + count
         pipeline = self.pipeline
         if pipeline is None:
-            self.raw_data[first * c0 : first * c0 + len(data)] = data
+            whole = len(data) // c0 * c0
+            if whole == len(data) or first + count > held:
+                # A short last chunk in a new slot: HDF5 fills the rest of it.
+                self.raw_data[first * c0 : first * c0 + len(data)] = data
+            else:
+                if whole:
+                    self.raw_data[first * c0 : first * c0 + whole] = data[:whole]
+                fill = _fill_scalar(self.raw_data.dtype, self.fillvalue)
+                last = np.empty((c0, *data.shape[1:]), dtype=self.raw_data.dtype)
+                last[...] = fill
+                last[: len(data) - whole] = data[whole:]
+                self.raw_data[first * c0 + whole : (first + count) * c0] = last
         else:
             # Queued on the pool behind the batch before, which is then written: the
             # pool encodes this batch meanwhile and never waits for the writes.
@@ -427,7 +479,9 @@ class RawDataStore:
             self._unwritten.append((first * c0, encoded))
             while len(self._unwritten) > 1:
                 self._write_unwritten()
-        fastread.forget(self.raw_data, appended=True)
+        # Chunks written over free slots may have moved in the file (compressed ones
+        # of another size): those are looked up again.
+        fastread.forget(self.raw_data, appended=first >= held)
 
     def _write_unwritten(self) -> None:
         """Store the oldest batch of encoded chunks still unwritten."""
@@ -443,7 +497,7 @@ class RawDataStore:
         """Append hash-table rows for the newest chunks, then the row count."""
         c0 = self.chunks[0]
         n_new = len(digests)
-        first = self.n_slots - n_new
+        first = self.first_free_slot - n_new
         rows = np.zeros(n_new, dtype=HASH_TABLE_DTYPE)
         rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
         starts = (first + np.arange(n_new, dtype=np.int64)) * c0
@@ -515,7 +569,7 @@ class _BatchWriter:
         fill_digests = self._fill_digests(batch)
         if self.store.check_reused and index:
             self._drop_altered(batch, digests, fill_digests)
-        next_slot = self.store.n_slots
+        next_slot = self.store.first_free_slot
         new: list[int] = []
         for i, digest in enumerate(digests):
             if digest in fill_digests:

@@ -1,11 +1,17 @@
 """File space: how new files track free space, and what a file holds.
 
-HDF5 forgets the space freed inside a file when it is closed, unless the file
-was *created* with a free-space strategy that persists it (a file-creation
+The chunks ``delete_versions`` releases stay allocated as *free slots* at the end of
+their store's raw_data, which later commits fill before raw_data grows
+(:mod:`h5vc.store.rawdata`): that reuse works in every file, however it was created
+or opened.
+
+The rest of what a file frees (objects of deleted versions, a chunk store no version
+uses any more, the space a compressed chunk leaves when it is rewritten at another
+size) is HDF5's free space, which HDF5 forgets when the file is closed unless the
+file was *created* with a free-space strategy that persists it (a file-creation
 property: it cannot be added to an existing file).  Files that h5vc creates
 (:func:`h5vc.open` with ``"w"``, ``"w-"``/``"x"``, or ``"a"`` on a new path, and
-:func:`h5vc.repack`'s output) persist it, so the space released by
-``delete_versions`` is reused by later commits after a reopen.
+:func:`h5vc.repack`'s output) persist it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import h5py
 
 from h5vc.store import layout
 from h5vc.store.header import check_dataset_header
+from h5vc.store.rawdata import slots_in_use
 
 __all__ = [
     "FILE_SPACE_OPTIONS",
@@ -36,14 +43,17 @@ FILE_SPACE_OPTIONS: dict[str, Any] = {"fs_strategy": "fsm", "fs_persist": True, 
 class DatasetSpace:
     """The chunk store of one dataset path."""
 
-    stored_bytes: int  # raw_data as stored (after filters)
+    stored_bytes: int  # the chunks in use, as stored (after filters)
     hash_table_bytes: int
-    chunks: int  # slots in raw_data
+    chunks: int  # slots in use
+    free_chunks: int = 0  # free slots past them, reused by the next commits
+    free_chunk_bytes: int = 0  # their stored bytes
 
 
 @dataclass(frozen=True, slots=True)
 class FileSpace:
-    """Sizes of one versioned file; ``free_bytes`` is space HDF5 can reuse inside it."""
+    """Sizes of one versioned file; ``free_bytes`` is space HDF5 can reuse inside it,
+    ``free_chunk_bytes`` the free slots of every chunk store (reused by commits)."""
 
     filename: str
     file_bytes: int
@@ -54,6 +64,10 @@ class FileSpace:
     @property
     def stored_bytes(self) -> int:
         return sum(d.stored_bytes + d.hash_table_bytes for d in self.datasets.values())
+
+    @property
+    def free_chunk_bytes(self) -> int:
+        return sum(d.free_chunk_bytes for d in self.datasets.values())
 
 
 def persists_free_space(file: h5py.File) -> bool:
@@ -89,10 +103,15 @@ def file_space(version_data: h5py.Group, store_paths: list[str]) -> FileSpace:
             check_dataset_header(group, name)  # before HDF5 decodes it
         raw_data, hash_table = group[layout.RAW_DATA], group[layout.HASH_TABLE]
         c0 = int(raw_data.chunks[0]) if raw_data.chunks else 1
+        in_use = slots_in_use(hash_table, c0)
+        n_slots = int(raw_data.shape[0]) // max(1, c0)
+        free_bytes = _chunk_bytes(raw_data, range(in_use, n_slots), c0)
         datasets[path] = DatasetSpace(
-            stored_bytes=int(raw_data.id.get_storage_size()),
+            stored_bytes=int(raw_data.id.get_storage_size()) - free_bytes,
             hash_table_bytes=int(hash_table.id.get_storage_size()),
-            chunks=int(raw_data.shape[0]) // max(1, c0),
+            chunks=in_use,
+            free_chunks=max(0, n_slots - in_use),
+            free_chunk_bytes=free_bytes,
         )
     return FileSpace(
         filename=str(file.filename),
@@ -101,3 +120,14 @@ def file_space(version_data: h5py.Group, store_paths: list[str]) -> FileSpace:
         persists_free_space=persists_free_space(file),
         datasets=datasets,
     )
+
+
+def _chunk_bytes(raw_data: h5py.Dataset, slots: range, c0: int) -> int:
+    """The stored bytes of the chunks of ``slots`` (those allocated)."""
+    tail = (0,) * (raw_data.ndim - 1)
+    total = 0
+    for slot in slots:
+        info = raw_data.id.get_chunk_info_by_coord((slot * c0, *tail))
+        if info.byte_offset is not None:
+            total += int(info.size)
+    return total
