@@ -19,6 +19,7 @@ import errno
 import fcntl
 import os
 import struct
+import threading
 import time
 from typing import Any
 
@@ -41,7 +42,11 @@ _WRITER_BYTE = 1 << 62  # beyond any real file: the locks never cover data
 #: Held exclusively while bytes of the last commit point change on disk, shared by
 #: readers while they read (:class:`ReadLock`).
 _APPLY_BYTE = _WRITER_BYTE + 1
+#: Held exclusively by a writer waiting for :data:`_APPLY_BYTE`; readers pass through
+#: it (shared) before they take theirs, so a waiting writer is never starved.
+_TURNSTILE_BYTE = _WRITER_BYTE + 2
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
+_GET_LOCK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
 
 
 class _Open:
@@ -72,40 +77,118 @@ def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) 
 
 
 def _apply_lock(fd: int) -> Any:
+    """The writer's side of the apply lock of the file open as ``fd``.
+
+    A writer about to change committed bytes first takes the turnstile byte, so that
+    readers arriving meanwhile wait behind it; then it waits for the readers already
+    reading to finish, and lets the turnstile go once it holds the apply lock.
+    """
+    info = os.fstat(fd)
+    identity = (info.st_dev, info.st_ino)
+
+    suspended: list[ReadLock] = []
+
     def change(take: bool) -> None:
-        _lock(fd, fcntl.F_WRLCK if take else fcntl.F_UNLCK, blocking=take, byte=_APPLY_BYTE)
+        if not take:
+            _lock(fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+            while suspended:
+                suspended.pop()._resume()
+            return
+        # Reads of the file by this very thread (an h5vc.Reader batch around the
+        # write) would make the writer wait for itself: they step aside, and read
+        # the file anew afterwards.
+        with _READING_MUTEX:
+            suspended.extend(_READING.get(identity, {}).get(threading.get_ident(), ()))
+        for lock in suspended:
+            lock._suspend()
+        _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_TURNSTILE_BYTE)
+        try:
+            _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_APPLY_BYTE)
+        finally:
+            _lock(fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
 
     return change
+
+
+#: (device, inode) of a file -> thread identifier -> the :class:`ReadLock` s of the
+#: file that thread of this process holds (a writer in it would wait for itself).
+_READING: dict[tuple[int, int], dict[int, list[ReadLock]]] = {}
+_READING_MUTEX = threading.Lock()
 
 
 class ReadLock:
     """Keeps a writer from changing committed bytes while a reader reads.
 
-    ``with lock:`` waits while a writer is at a commit point, then holds it off until
-    the block ends. :attr:`changed` tells whether the file changed since the last
-    time it was looked at under the lock (HDF5's cached view of it is then stale).
+    ``with lock:`` waits while a writer is at a commit point, or waits for one
+    (writers go first: a reader arriving while a writer waits for the readers to
+    finish waits behind it), then holds writers off until the block ends.
+    :attr:`changed` tells whether the file changed since the last time it was looked
+    at under the lock (HDF5's cached view of it is then stale). Blocks of one lock
+    do not nest.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_RDONLY)
+        info = os.fstat(self._fd)
+        self._identity = (info.st_dev, info.st_ino)
         self._seen: tuple[int, int] | None = None
         self._settled = False
+        self._holder: int | None = None
         self.changed = True
+        #: Set when this thread wrote the file in the middle of the read (see
+        #: :func:`_apply_lock`): what was read of it before is stale.
+        self.stale = False
 
     def __enter__(self) -> ReadLock:
+        holder = threading.get_ident()
+        if holder not in _READING.get(self._identity, ()):
+            # Through the turnstile first: a writer holds it while it waits. (Not in
+            # a thread reading the file already: the writer waits for that read.)
+            _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_TURNSTILE_BYTE)
+            _lock(self._fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
         _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        self._holder = holder
+        with _READING_MUTEX:
+            _READING.setdefault(self._identity, {}).setdefault(holder, []).append(self)
         info = os.fstat(self._fd)
         stamp = (info.st_size, info.st_mtime_ns)
         # A change within the clock tick of the stamp seen last leaves it the same:
         # the stamp is trusted once it is older than any tick.
-        self.changed = stamp != self._seen or not self._settled
+        self.changed = stamp != self._seen or not self._settled or self.stale
+        self.stale = False
         self._seen = stamp
         self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
         return self
 
     def __exit__(self, *exc: object) -> None:
         _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        with _READING_MUTEX:
+            threads = _READING.get(self._identity, {})
+            held = threads.get(holder, [])
+            if self in held:
+                held.remove(self)
+            if not held:
+                threads.pop(holder, None)
+            if not threads:
+                _READING.pop(self._identity, None)
+
+    def _suspend(self) -> None:
+        """Let a writer of this thread in (the read resumes after its write)."""
+        _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+
+    def _resume(self) -> None:
+        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        self.stale = True
+
+    def writer_waiting(self) -> bool:
+        """True if a writer waits for the readers of the file to finish."""
+        request = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _TURNSTILE_BYTE, 1, 0)
+        answer = fcntl.fcntl(self._fd, _GET_LOCK, request)
+        return bool(struct.unpack("hh4xqqi4x", answer)[0] != fcntl.F_UNLCK)
 
     @property
     def closed(self) -> bool:

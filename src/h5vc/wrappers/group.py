@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
@@ -19,6 +20,7 @@ from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
+from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
     CommittedDataset,
@@ -224,7 +226,13 @@ class CommittedGroup(_GroupBase):
         path, version = self._path, self._version
         hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
-        self._attrs = CommittedAttributes(group.attrs, hidden, where)
+        self._attrs = CommittedAttributes(group.attrs, hidden, where, live=self._live_attrs)
+
+    @contextlib.contextmanager
+    def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
+        """The group's attributes in the file, for one read of them."""
+        with self._state.reading():
+            yield self._current().attrs
 
     def _current(self) -> h5py.Group:
         """The group in the file, opened anew if the file's objects changed since (the
@@ -242,6 +250,7 @@ class CommittedGroup(_GroupBase):
         return self._current()
 
     @property
+    @reads
     def attrs(self) -> CommittedAttributes:
         self._current()
         return self._attrs
@@ -249,6 +258,7 @@ class CommittedGroup(_GroupBase):
     def _version_root_name(self) -> str | None:
         return f"{self._state.versions.name}/{self._version}"
 
+    @reads
     def _outside_contains(self, rest: str) -> bool:
         return rest in self._state.versions[self._version]
 
@@ -257,16 +267,20 @@ class CommittedGroup(_GroupBase):
         return self._version
 
     @property
+    @reads
     def group(self) -> h5py.Group:
         """The version's group in the file."""
         return self._group
 
+    @reads
     def keys(self) -> list[str]:  # type: ignore[override]
         return list(self._group.keys())
 
+    @reads
     def _has_member(self, name: str) -> bool:
         return name in self._group
 
+    @reads
     def _child(self, name: str) -> CommittedGroup | CommittedDataset:
         key = (self._version, _join(self._path, name))
         cached = self._views.get(key)
