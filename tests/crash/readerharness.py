@@ -235,7 +235,30 @@ class _Xarray(_Kind):
             return variable.values, variable.attrs["k"]
 
 
+class _PlainH5py(_Kind):
+    """A control, not a safe way to read: plain h5py opening the file per read, no
+    lock (benchmarks compare the writer's rate beside it and beside safe readers)."""
+
+    def _read(self, name: str | None) -> tuple[int, Any, Any]:
+        import h5py
+
+        with h5py.File(self.path, "r", locking=False) as file:
+            versions = file["_version_data/versions"]
+            if name is None:
+                name = versions.attrs["current_version"]
+                name = name.decode() if isinstance(name, bytes) else str(name)
+            data = versions[name]["x"]
+            return int(name[1:]), data[:], data.attrs["k"]
+
+    def newest(self) -> tuple[int, Any, Any]:
+        return self._read(None)
+
+    def again(self, k: int) -> tuple[Any, Any]:
+        return self._read(f"v{k}")[1:]
+
+
 _KINDS = {
+    "h5py-plain": _PlainH5py,
     "open-per-read": _OpenPerRead,
     "open-persistent": _OpenPersistent,
     "h5py-persistent": _H5pyPersistent,
