@@ -46,6 +46,7 @@ KINDS = (
     "reader",  # h5vc.Reader, one batch per read
     "dask",  # h5vc.dask.from_version(...).compute()
     "xarray",  # xr.open_dataset(path, engine="h5vc")
+    "cli",  # h5vc log and h5vc export
 )
 
 #: A read reads again the version that was the newest this many reads before.
@@ -235,6 +236,53 @@ class _Xarray(_Kind):
             return variable.values, variable.attrs["k"]
 
 
+class _Cli(_Kind):
+    """The command line's read commands, run in this process: ``h5vc log`` for the
+    newest version, ``h5vc export`` of a version to a plain HDF5 file to read it."""
+
+    def _run(self, *args: str) -> str:
+        """What the command printed; a version it did not find raises
+        ``VersionNotFoundError``, any other failure :class:`_CliFailed`."""
+        import contextlib
+        import io
+
+        from h5vc.cli import main
+        from h5vc.errors import VersionNotFoundError
+
+        printed, complained = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(complained):
+            status = main(list(args))
+        if status != 0:
+            message = complained.getvalue().strip()
+            if "not found" in message or "is no version" in message:
+                raise VersionNotFoundError(message)
+            raise _CliFailed(f"h5vc {args[0]}: {message}")
+        return printed.getvalue()
+
+    def _export(self, name: str) -> tuple[Any, Any]:
+        import h5py
+
+        out = f"{self.path}.export-{os.getpid()}.h5"
+        if os.path.exists(out):
+            os.remove(out)
+        self._run("export", self.path, name, out)
+        with h5py.File(out, "r") as file:
+            return file["x"][:], file["x"].attrs["k"]
+
+    def newest(self) -> tuple[int, Any, Any]:
+        import json
+
+        name = json.loads(self._run("log", self.path, "-n", "1", "--json"))[0]["version"]
+        return int(name[1:]), *self._export(name)
+
+    def again(self, k: int) -> tuple[Any, Any]:
+        return self._export(f"v{k}")
+
+
+class _CliFailed(Exception):
+    """A command exited with an error (it printed it on stderr)."""
+
+
 class _PlainH5py(_Kind):
     """A control, not a safe way to read: plain h5py opening the file per read, no
     lock (benchmarks compare the writer's rate beside it and beside safe readers)."""
@@ -265,6 +313,7 @@ _KINDS = {
     "reader": _Reader,
     "dask": _Dask,
     "xarray": _Xarray,
+    "cli": _Cli,
 }
 
 
