@@ -261,25 +261,23 @@ class CommittedDataset(_DatasetBase):
         state = self._state
         if state.generation == self._generation:
             return
-        generation = state.generation
-        fresh = reopen_in(state, self._version, self._path)
-        self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
-        self._generation = generation
+        with state.reading():
+            generation = state.generation
+            fresh = reopen_in(state, self._version, self._path)
+            self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
+            self._generation = generation
 
     @property
-    @reads
     def attrs(self) -> CommittedAttributes:
         self._current()
         return self._attrs
 
     @property
-    @reads
     def chunks(self) -> tuple[int, ...]:
         self._current()
         return self._chunks
 
     @property
-    @reads
     def fillvalue(self) -> Any:
         self._current()
         return self._fillvalue
@@ -321,13 +319,11 @@ class CommittedDataset(_DatasetBase):
         return self._array
 
     @property
-    @reads
     def shape(self) -> tuple[int, ...]:
         self._current()
         return self._chunk_map.shape
 
     @property
-    @reads
     def dtype(self) -> np.dtype:
         self._current()
         return self._raw_data.dtype

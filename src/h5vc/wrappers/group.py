@@ -239,10 +239,11 @@ class CommittedGroup(_GroupBase):
         version's tree may have been rebuilt); raises if the version is gone."""
         state = self._state
         if state.generation != self._generation:
-            generation = state.generation
-            root = reopen_version(state, self._version, f"The group {self.name!r}")
-            self._take(root[self._path] if self._path else root)
-            self._generation = generation
+            with state.reading():
+                generation = state.generation
+                root = reopen_version(state, self._version, f"The group {self.name!r}")
+                self._take(root[self._path] if self._path else root)
+                self._generation = generation
         return self._group_obj
 
     @property
@@ -250,7 +251,6 @@ class CommittedGroup(_GroupBase):
         return self._current()
 
     @property
-    @reads
     def attrs(self) -> CommittedAttributes:
         self._current()
         return self._attrs
