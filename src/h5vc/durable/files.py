@@ -184,6 +184,17 @@ class ReadLock:
         _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
         self.stale = True
 
+    def works(self) -> bool:
+        """True if the file's filesystem takes byte-range locks (some network and
+        FUSE filesystems refuse them)."""
+        try:
+            with self:
+                return True
+        except OSError as err:
+            if err.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return False
+            raise
+
     def writer_waiting(self) -> bool:
         """True if a writer waits for the readers of the file to finish."""
         request = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _TURNSTILE_BYTE, 1, 0)

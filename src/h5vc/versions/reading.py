@@ -57,7 +57,14 @@ def guard_for(root: h5py.Group) -> ReadGuard | None:
     path = str(file.filename)
     if not os.path.isfile(path):
         return None
-    return ReadGuard(path, root.name or "/", root)
+    try:
+        lock = ReadLock(path)
+    except OSError:  # HDF5 could open it, but not by name (permissions changed)
+        return None
+    if not lock.works():
+        lock.close()
+        return None  # a filesystem without byte-range locks: read as HDF5 does
+    return ReadGuard(path, root.name or "/", root, lock)
 
 
 class ReadGuard:
@@ -67,13 +74,13 @@ class ReadGuard:
     (valid inside a read, and until the next read finds the file changed).
     """
 
-    def __init__(self, path: str, root_name: str, anchor: h5py.Group):
+    def __init__(self, path: str, root_name: str, anchor: h5py.Group, lock: ReadLock):
         self.path = path
         self.root_name = root_name
         #: The caller's root: h5vc does not read through it, but it closes with it.
         self.anchor = anchor
         self.root: h5py.Group | None = None
-        self._lock = ReadLock(path)
+        self._lock = lock
         self._close_file: Callable[[], None] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
