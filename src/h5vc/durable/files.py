@@ -47,6 +47,19 @@ _APPLY_BYTE = _WRITER_BYTE + 1
 _TURNSTILE_BYTE = _WRITER_BYTE + 2
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
 _GET_LOCK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
+_WAIT_LOCK = getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
+
+
+def _request(kind: int, byte: int) -> bytes:
+    """A ``struct flock`` for one byte (l_pid 0, as open-file-description locks want)."""
+    return struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
+
+
+# The requests a reader makes on every read, packed once.
+_SHARE_APPLY = _request(fcntl.F_RDLCK, _APPLY_BYTE)
+_RELEASE_APPLY = _request(fcntl.F_UNLCK, _APPLY_BYTE)
+_ASK_TURNSTILE = _request(fcntl.F_WRLCK, _TURNSTILE_BYTE)
+_UNLOCKED = struct.pack("h", fcntl.F_UNLCK)
 
 
 class _Open:
@@ -65,10 +78,9 @@ _WRITING: set[str] = set()
 
 def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) -> bool:
     """Take (or with ``F_UNLCK`` release) a lock on one byte; False if it is taken."""
-    command = _SET_LOCK if not blocking else getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
-    request = struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
+    command = _WAIT_LOCK if blocking else _SET_LOCK
     try:
-        fcntl.fcntl(fd, command, request)
+        fcntl.fcntl(fd, command, _request(kind, byte))
     except OSError as err:
         if err.errno in (errno.EACCES, errno.EAGAIN):
             return False
@@ -142,12 +154,12 @@ class ReadLock:
 
     def __enter__(self) -> ReadLock:
         holder = threading.get_ident()
-        if holder not in _READING.get(self._identity, ()):
-            # Through the turnstile first: a writer holds it while it waits. (Not in
-            # a thread reading the file already: the writer waits for that read.)
+        if self.writer_waiting() and holder not in _READING.get(self._identity, ()):
+            # Behind the turnstile: a writer holds it while it waits. (Not in a thread
+            # reading the file already: the writer waits for that read to end.)
             _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_TURNSTILE_BYTE)
             _lock(self._fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
-        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        fcntl.fcntl(self._fd, _WAIT_LOCK, _SHARE_APPLY)
         self._holder = holder
         with _READING_MUTEX:
             _READING.setdefault(self._identity, {}).setdefault(holder, []).append(self)
@@ -162,7 +174,7 @@ class ReadLock:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+        fcntl.fcntl(self._fd, _SET_LOCK, _RELEASE_APPLY)
         holder, self._holder = self._holder, None
         if holder is None:
             return
@@ -197,9 +209,8 @@ class ReadLock:
 
     def writer_waiting(self) -> bool:
         """True if a writer waits for the readers of the file to finish."""
-        request = struct.pack("hh4xqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _TURNSTILE_BYTE, 1, 0)
-        answer = fcntl.fcntl(self._fd, _GET_LOCK, request)
-        return bool(struct.unpack("hh4xqqi4x", answer)[0] != fcntl.F_UNLCK)
+        answer = fcntl.fcntl(self._fd, _GET_LOCK, _ASK_TURNSTILE)
+        return bool(answer[:2] != _UNLOCKED)
 
     @property
     def closed(self) -> bool:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -84,9 +85,9 @@ class ReadGuard:
         self._close_file: Callable[[], None] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
-        self._depth = threading.local()
-        self._turn = threading.Condition()
-        self._holders = 0
+        self._local = threading.local()  # this thread's depth of reads, and if it holds
+        self._mutex = threading.Lock()
+        self._holders = 0  # threads of this process inside a read
 
     def attach(self, state: FileState, reload: Callable[[FileState, h5py.Group], None]) -> None:
         """Serve ``state``: ``reload(state, root)`` loads it from a new private handle.
@@ -96,28 +97,32 @@ class ReadGuard:
         weakref.finalize(state, self.close)
 
     def __enter__(self) -> ReadGuard:
-        depth = getattr(self._depth, "n", 0)
-        self._depth.n = depth + 1
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
         if depth:  # a read inside a read of this thread: the lock is held
-            if self._lock.stale and self._depth.held and self._holders == 1:
+            if self._lock.stale and local.held and self._holders == 1:
                 # This thread wrote the file since (inside an h5vc.Reader batch).
                 try:
                     self._lock.stale = False
                     self._open_again()
                 except BaseException:
-                    self._depth.n = depth
+                    local.depth = depth
                     raise
             return self
-        self._depth.held = False
+        local.held = False
         if not self.anchor.id.valid:
             self._retire()  # the caller closed the file: reads raise ClosedError
             return self
         try:
-            with self._turn:
-                # Other threads of this process reading: join them, unless a writer
-                # waits (then wait for them to finish, and queue behind the writer).
-                while self._holders and self._lock.writer_waiting():
-                    self._turn.wait(0.001)
+            self._mutex.acquire()
+            # Other threads of this process reading: join them, unless a writer
+            # waits (then let them finish, and queue behind the writer).
+            while self._holders and self._lock.writer_waiting():
+                self._mutex.release()
+                time.sleep(0.0005)
+                self._mutex.acquire()
+            try:
                 if not self._holders:
                     self._lock.__enter__()
                     try:
@@ -127,27 +132,29 @@ class ReadGuard:
                         self._lock.__exit__(None, None, None)
                         raise
                 self._holders += 1
-                self._depth.held = True
+            finally:
+                self._mutex.release()
+            local.held = True
         except BaseException:
-            self._depth.n = depth
+            local.depth = depth
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        depth = self._depth.n - 1
-        self._depth.n = depth
-        if depth or not self._depth.held:
+        local = self._local
+        depth = local.depth - 1
+        local.depth = depth
+        if depth or not local.held:
             return
-        with self._turn:
+        with self._mutex:
             self._holders -= 1
             if not self._holders:
                 self._lock.__exit__(None, None, None)
-                self._turn.notify_all()
 
     def _retire(self) -> None:
         """The caller's file is closed: close the private handle, and make the views
         kept above open themselves again (they find the file closed)."""
-        with self._turn:
+        with self._mutex:
             if self._holders or self._close_file is None:
                 return
             close, self._close_file = self._close_file, None

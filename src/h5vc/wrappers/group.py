@@ -280,12 +280,12 @@ class CommittedGroup(_GroupBase):
     def _has_member(self, name: str) -> bool:
         return name in self._group
 
-    @reads
     def _child(self, name: str) -> CommittedGroup | CommittedDataset:
         key = (self._version, _join(self._path, name))
-        cached = self._views.get(key)
+        cached = self._views.get(key)  # a view checks its version when it reads
         if cached is None:
-            cached = self._open_child(name)
+            with self._state.reading():
+                cached = self._open_child(name)
             self._views[key] = cached
         return cached
 
