@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import os
 import struct
 import threading
@@ -102,6 +103,7 @@ def _apply_lock(fd: int) -> Any:
 
     def change(take: bool) -> None:
         if not take:
+            mark_applied(fd)
             _lock(fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
             while suspended:
                 suspended.pop()._resume()
@@ -120,6 +122,31 @@ def _apply_lock(fd: int) -> Any:
             _lock(fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
 
     return change
+
+
+#: Extended attribute a writer rewrites whenever it leaves a commit point (or a
+#: roll-back): readers compare it to tell a commit from appends nothing refers to yet.
+_APPLIED_ATTR = "user.h5vc.applied"
+_marks = itertools.count()
+
+
+def mark_applied(fd: int) -> None:
+    """Mark the file open as ``fd`` as changed at a commit point (readers see a new
+    mark). On a filesystem without user attributes, readers go by size and time."""
+    mark = struct.pack("qqq", time.time_ns(), os.getpid(), next(_marks))
+    try:
+        os.setxattr(fd, _APPLIED_ATTR, mark)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.removexattr(fd, _APPLIED_ATTR)  # an old mark would hide this change
+
+
+def _applied(fd: int) -> bytes | None:
+    """The mark of the last commit point, if the file has one."""
+    try:
+        return os.getxattr(fd, _APPLIED_ATTR)
+    except OSError:
+        return None
 
 
 #: (device, inode) of a file -> thread identifier -> the :class:`ReadLock` s of the
@@ -144,7 +171,7 @@ class ReadLock:
         self._fd = os.open(self.path, os.O_RDONLY)
         info = os.fstat(self._fd)
         self._identity = (info.st_dev, info.st_ino)
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, int, bytes | None] | None = None
         self._settled = False
         self._holder: int | None = None
         self.changed = True
@@ -164,10 +191,13 @@ class ReadLock:
         with _READING_MUTEX:
             _READING.setdefault(self._identity, {}).setdefault(holder, []).append(self)
         info = os.fstat(self._fd)
-        stamp = (info.st_size, info.st_mtime_ns)
-        # A change within the clock tick of the stamp seen last leaves it the same:
-        # the stamp is trusted once it is older than any tick.
-        self.changed = stamp != self._seen or not self._settled or self.stale
+        stamp = (info.st_size, info.st_mtime_ns, _applied(self._fd))
+        # A change within the clock tick of the stamp seen last leaves size and time
+        # the same: they are trusted once older than any tick, or while the mark of
+        # h5vc's writers (changed at every commit point) is there and the same.
+        self.changed = stamp != self._seen or self.stale
+        if not self._settled and stamp[2] is None:
+            self.changed = True
         self.stale = False
         self._seen = stamp
         self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
