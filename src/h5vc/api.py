@@ -40,6 +40,7 @@ from h5vc.versions import (
     commit_version,
     parse_timestamp,
 )
+from h5vc.versions.reading import reads
 from h5vc.wrappers import CommittedGroup, StagedGroup
 from h5vc.wrappers.group import CommittedViews
 
@@ -102,14 +103,16 @@ class VersionedHDF5File(RefsMixin):
         A file opened by :func:`open` is reopened when an operation fails (it is
         restored to the last commit point): look ``f`` up again afterwards.
         """
-        return self._file if self._state is None else self._state.root
+        if self._state is None or self._state.guard is not None:
+            return self._file  # a read-only file: h5vc reads through a handle of its own
+        return self._state.root
 
     @property
     def file_state(self) -> FileState:
         """The state shared by every handle on this root (raises once closed)."""
         if self._state is None:
             raise ClosedError("This VersionedHDF5File is closed.")
-        if not self._state.root.id.valid:
+        if self._state.closed:
             raise ClosedError(
                 "This VersionedHDF5File's h5py file or group is closed; reopen the file."
             )
@@ -119,7 +122,7 @@ class VersionedHDF5File(RefsMixin):
 
     @property
     def closed(self) -> bool:
-        return self._state is None or not self._state.root.id.valid
+        return self._state is None or self._state.closed
 
     def close(self) -> None:
         """Forget every cache; the h5py file stays open (its owner closes it)."""
@@ -134,6 +137,7 @@ class VersionedHDF5File(RefsMixin):
         return self._open_state.data_version
 
     @property
+    @reads
     def current_version(self) -> str:
         return self._open_state.current_version
 
@@ -144,6 +148,7 @@ class VersionedHDF5File(RefsMixin):
             self._open_state.set_current_version(name)
 
     @property
+    @reads
     def versions(self) -> list[str]:
         """Names of every committed version, oldest first."""
         return self._open_state.log.names()
@@ -151,14 +156,17 @@ class VersionedHDF5File(RefsMixin):
     def __iter__(self) -> Iterator[str]:
         return iter(self.versions)
 
+    @reads
     def __len__(self) -> int:
         return len(self._open_state.log)
 
+    @reads
     def __contains__(self, name: object) -> bool:
         return name in self._open_state.log
 
     # -- lookups ------------------------------------------------------------------
 
+    @reads
     def __getitem__(self, key: Any) -> CommittedGroup:
         """A committed version by name, ancestor index (0, -1, ...) or timestamp.
 
@@ -214,6 +222,7 @@ class VersionedHDF5File(RefsMixin):
                 f"(leave its stage_version() block first)."
             )
 
+    @reads
     def get_version_by_name(self, name: str) -> CommittedGroup:
         state = self._open_state
         if isinstance(name, str):
@@ -231,11 +240,13 @@ class VersionedHDF5File(RefsMixin):
             self._views[(name, "")] = group
         return group
 
+    @reads
     def get_version_by_timestamp(self, timestamp: Any, exact: bool = False) -> CommittedGroup:
         """The version committed at ``timestamp`` (or just before it unless ``exact``)."""
         ts = parse_timestamp(timestamp)
         return self.get_version_by_name(self._open_state.log.at_time(ts, exact=exact))
 
+    @reads
     def version_info(self, name: str) -> VersionInfo:
         """Name, parent, timestamp, message and author of a committed version (a
         version, tag or branch)."""
@@ -338,17 +349,20 @@ class VersionedHDF5File(RefsMixin):
 
     # -- lifecycle (implemented in h5vc.lifecycle) ----------------------------------
 
+    @reads
     def diff(self, version1: str, version2: str) -> VersionDiff:
         """Groups, datasets, attributes and chunk regions that differ between two versions."""
         state = self.file_state
         return lifecycle.diff(state, resolve_ref(state, version1), resolve_ref(state, version2))
 
+    @reads
     def get_diff(self, name: str, version1: str, version2: str) -> dict[Any, Any]:
         """``{region: (data in version1, data in version2)}`` for dataset ``name``."""
         state = self.file_state
         versions = (resolve_ref(state, version1), resolve_ref(state, version2))
         return lifecycle.get_diff(state, name, *versions)
 
+    @reads
     def log(self, version: str | None = None, first_parent: bool = False) -> list[VersionInfo]:
         """``version`` (a version, tag or branch; default: the current one) and every
         ancestor once, children before parents (only first parents with
@@ -404,7 +418,7 @@ def open(
     fsspec; pass fsspec's options as ``storage_options={...}``) or a Python file-like
     object; both are read-only (see :mod:`h5vc.remote`).
     """
-    from h5vc.remote import is_url, open_h5file
+    from h5vc.remote import is_url
 
     local = isinstance(path, str | os.PathLike) and not is_url(path)
     if not local or mode == "r":
@@ -412,7 +426,7 @@ def open(
             durable.recover_abandoned(os.fspath(path))  # a crashed writer's journal
         where = os.fspath(path) if local else repr(path)
         with damaged(where, "The HDF5 file itself (superblock or root group)"):
-            file, close = open_h5file(path, mode, **kwargs)
+            file, close = _open_read_only(path, mode, where if local else None, **kwargs)
         try:
             vf = VersionedHDF5File(file, data_version=data_version)
             try:
@@ -436,3 +450,20 @@ def open(
         if written is not None:
             written.close()
         durable.close_file(current)  # also settles the file's free-space information
+
+
+def _open_read_only(
+    target: Any, mode: str, local: str | None, **kwargs: Any
+) -> tuple[h5py.File, Any]:
+    """Open ``target`` with ``mode`` (URLs and file objects refuse anything but
+    ``"r"``); a ``local`` file under its read lock, so never in the middle of a commit."""
+    from h5vc.remote import open_h5file
+
+    if local is None:
+        return open_h5file(target, mode, **kwargs)
+    lock = durable.ReadLock(local)
+    try:
+        with lock:
+            return open_h5file(target, "r", **kwargs)
+    finally:
+        lock.close()

@@ -3,9 +3,12 @@
 Dask tasks and pickled datasets carry the name of a file (a path or URL), never an open
 handle. Whoever runs the task asks this cache for the file: each process opens a file
 once, read-only, and keeps it for the next task, up to :data:`MAX_OPEN_FILES` files
-(least recently used first out). A handle is reopened when the file's size or
-modification time changes. Whatever the callers derive from a file (a versioned view,
-committed datasets) is kept with it by :meth:`OpenFile.memo`.
+(least recently used first out). Whatever the callers derive from a file (a versioned
+view, committed datasets) is kept with it by :meth:`OpenFile.memo`. A local file that
+changes is not opened again here: its versioned view reads it through a handle of its
+own, under the file's read lock, and opens that anew when the file changed (see
+:mod:`h5vc.versions.reading`); a handle is reopened only when the path names
+another file (it was replaced).
 
 Files are read through a Python file object (see :func:`h5vc.remote.open_private`),
 so HDF5 treats each cached handle as a file of its own: it does not stop this process
@@ -29,7 +32,15 @@ from typing import Any
 
 from h5vc.remote import is_url, open_private
 
-__all__ = ["MAX_OPEN_FILES", "OpenFile", "clear", "file_stamp", "forget", "open_file"]
+__all__ = [
+    "MAX_OPEN_FILES",
+    "OpenFile",
+    "clear",
+    "file_identity",
+    "file_stamp",
+    "forget",
+    "open_file",
+]
 
 #: Files kept open per process.
 MAX_OPEN_FILES = 16
@@ -49,6 +60,17 @@ def file_stamp(path: str) -> tuple[int, int] | None:
     return (stat.st_mtime_ns, stat.st_size)
 
 
+def file_identity(path: str) -> tuple[int, int] | None:
+    """Device and inode of a local file (None for URLs or a missing file)."""
+    if is_url(path):
+        return None
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
 class OpenFile:
     """One file opened read-only, its group ``root``, and what callers derived from it."""
 
@@ -60,13 +82,13 @@ class OpenFile:
         except BaseException:
             self._close()
             raise
-        self.stamp = file_stamp(path)
+        self.identity = file_identity(path)
         self._memo: dict[Any, Any] = {}
         self._lock = threading.RLock()  # a maker may ask for another memo
 
     def usable(self) -> bool:
-        """Still open, and the file unchanged since it was opened here."""
-        return bool(self.file.id.valid) and self.stamp == file_stamp(self.path)
+        """Still open, and the path still names the file opened here."""
+        return bool(self.file.id.valid) and self.identity == file_identity(self.path)
 
     def memo(self, key: Any, make: Callable[[], Any]) -> Any:
         """``make()``, called once per key for this open file (thread-safe)."""

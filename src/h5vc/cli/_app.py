@@ -17,7 +17,7 @@ from rich.table import Table
 
 import h5vc
 from h5vc.api import VersionedHDF5File
-from h5vc.durable.files import recover_abandoned
+from h5vc.durable.files import ReadLock, recover_abandoned
 from h5vc.errors import H5vcError, NotVersionedError
 from h5vc.store import layout
 
@@ -209,15 +209,25 @@ def open_versioned(path: str, mode: str = "r") -> Iterator[VersionedHDF5File]:
     """
     check_file(path)
     recover_abandoned(path)
-    with h5py.File(path, "r") as f:
-        if layout.VERSION_DATA not in f:
+    lock = ReadLock(path)
+    try:
+        with lock:  # opened between commits of a writer at work
+            f = h5py.File(path, "r")
+            versioned = layout.VERSION_DATA in f
+    finally:
+        lock.close()
+    with f:
+        if not versioned:
             raise NotVersionedError(
                 f"{path}: not an h5vc file (no {layout.VERSION_DATA!r} group at its root)"
             )
         if mode == "r":
             vf = VersionedHDF5File(f)
             try:
-                yield vf
+                # The whole command reads the file as one read: a writer at work
+                # waits for it, and it sees one committed state.
+                with vf.file_state.reading():
+                    yield vf
             finally:
                 vf.close()
             return

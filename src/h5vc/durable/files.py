@@ -25,8 +25,10 @@ import contextlib
 import errno
 import fcntl
 import gc
+import itertools
 import os
 import struct
+import threading
 import time
 import warnings
 import weakref
@@ -53,7 +55,24 @@ _WRITER_BYTE = 1 << 62  # beyond any real file: the locks never cover data
 #: Held exclusively while bytes of the last commit point change on disk, shared by
 #: readers while they read (:class:`ReadLock`).
 _APPLY_BYTE = _WRITER_BYTE + 1
+#: Held exclusively by a writer waiting for :data:`_APPLY_BYTE`; readers pass through
+#: it (shared) before they take theirs, so a waiting writer is never starved.
+_TURNSTILE_BYTE = _WRITER_BYTE + 2
 _SET_LOCK = getattr(fcntl, "F_OFD_SETLK", fcntl.F_SETLK)
+_GET_LOCK = getattr(fcntl, "F_OFD_GETLK", fcntl.F_GETLK)
+_WAIT_LOCK = getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
+
+
+def _request(kind: int, byte: int) -> bytes:
+    """A ``struct flock`` for one byte (l_pid 0, as open-file-description locks want)."""
+    return struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
+
+
+# The requests a reader makes on every read, packed once.
+_SHARE_APPLY = _request(fcntl.F_RDLCK, _APPLY_BYTE)
+_RELEASE_APPLY = _request(fcntl.F_UNLCK, _APPLY_BYTE)
+_ASK_TURNSTILE = _request(fcntl.F_WRLCK, _TURNSTILE_BYTE)
+_UNLOCKED = struct.pack("h", fcntl.F_UNLCK)
 
 
 #: HDF5's file number -> the journal of a file h5vc writes (held weakly: a caller's
@@ -65,10 +84,9 @@ _WRITING: set[str] = set()
 
 def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) -> bool:
     """Take (or with ``F_UNLCK`` release) a lock on one byte; False if it is taken."""
-    command = _SET_LOCK if not blocking else getattr(fcntl, "F_OFD_SETLKW", fcntl.F_SETLKW)
-    request = struct.pack("hh4xqqi4x", kind, os.SEEK_SET, byte, 1, 0)
+    command = _WAIT_LOCK if blocking else _SET_LOCK
     try:
-        fcntl.fcntl(fd, command, request)
+        fcntl.fcntl(fd, command, _request(kind, byte))
     except OSError as err:
         if err.errno in (errno.EACCES, errno.EAGAIN):
             return False
@@ -77,40 +95,157 @@ def _lock(fd: int, kind: int, blocking: bool = False, byte: int = _WRITER_BYTE) 
 
 
 def _apply_lock(fd: int) -> Any:
+    """The writer's side of the apply lock of the file open as ``fd``.
+
+    A writer about to change committed bytes first takes the turnstile byte, so that
+    readers arriving meanwhile wait behind it; then it waits for the readers already
+    reading to finish, and lets the turnstile go once it holds the apply lock.
+    """
+    info = os.fstat(fd)
+    identity = (info.st_dev, info.st_ino)
+
+    suspended: list[ReadLock] = []
+
     def change(take: bool) -> None:
-        _lock(fd, fcntl.F_WRLCK if take else fcntl.F_UNLCK, blocking=take, byte=_APPLY_BYTE)
+        if not take:
+            mark_applied(fd)
+            _lock(fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+            while suspended:
+                suspended.pop()._resume()
+            return
+        # Reads of the file by this very thread (an h5vc.Reader batch around the
+        # write) would make the writer wait for itself: they step aside, and read
+        # the file anew afterwards.
+        with _READING_MUTEX:
+            suspended.extend(_READING.get(identity, {}).get(threading.get_ident(), ()))
+        for lock in suspended:
+            lock._suspend()
+        _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_TURNSTILE_BYTE)
+        try:
+            _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_APPLY_BYTE)
+        finally:
+            _lock(fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
 
     return change
+
+
+#: Extended attribute a writer rewrites whenever it leaves a commit point (or a
+#: roll-back): readers compare it to tell a commit from appends nothing refers to yet.
+_APPLIED_ATTR = "user.h5vc.applied"
+_marks = itertools.count()
+
+
+def mark_applied(fd: int) -> None:
+    """Mark the file open as ``fd`` as changed at a commit point (readers see a new
+    mark). On a filesystem without user attributes, readers go by size and time."""
+    mark = struct.pack("qqq", time.time_ns(), os.getpid(), next(_marks))
+    try:
+        os.setxattr(fd, _APPLIED_ATTR, mark)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.removexattr(fd, _APPLIED_ATTR)  # an old mark would hide this change
+
+
+def _applied(fd: int) -> bytes | None:
+    """The mark of the last commit point, if the file has one."""
+    try:
+        return os.getxattr(fd, _APPLIED_ATTR)
+    except OSError:
+        return None
+
+
+#: (device, inode) of a file -> thread identifier -> the :class:`ReadLock` s of the
+#: file that thread of this process holds (a writer in it would wait for itself).
+_READING: dict[tuple[int, int], dict[int, list[ReadLock]]] = {}
+_READING_MUTEX = threading.Lock()
 
 
 class ReadLock:
     """Keeps a writer from changing committed bytes while a reader reads.
 
-    ``with lock:`` waits while a writer is at a commit point, then holds it off until
-    the block ends. :attr:`changed` tells whether the file changed since the last
-    time it was looked at under the lock (HDF5's cached view of it is then stale).
+    ``with lock:`` waits while a writer is at a commit point, or waits for one
+    (writers go first: a reader arriving while a writer waits for the readers to
+    finish waits behind it), then holds writers off until the block ends.
+    :attr:`changed` tells whether the file changed since the last time it was looked
+    at under the lock (HDF5's cached view of it is then stale). Blocks of one lock
+    do not nest.
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = os.fspath(path)
         self._fd = os.open(self.path, os.O_RDONLY)
-        self._seen: tuple[int, int] | None = None
+        info = os.fstat(self._fd)
+        self._identity = (info.st_dev, info.st_ino)
+        self._seen: tuple[int, int, bytes | None] | None = None
         self._settled = False
+        self._holder: int | None = None
         self.changed = True
+        #: Set when this thread wrote the file in the middle of the read (see
+        #: :func:`_apply_lock`): what was read of it before is stale.
+        self.stale = False
 
     def __enter__(self) -> ReadLock:
-        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        holder = threading.get_ident()
+        if self.writer_waiting() and holder not in _READING.get(self._identity, ()):
+            # Behind the turnstile: a writer holds it while it waits. (Not in a thread
+            # reading the file already: the writer waits for that read to end.)
+            _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_TURNSTILE_BYTE)
+            _lock(self._fd, fcntl.F_UNLCK, byte=_TURNSTILE_BYTE)
+        fcntl.fcntl(self._fd, _WAIT_LOCK, _SHARE_APPLY)
+        self._holder = holder
+        with _READING_MUTEX:
+            _READING.setdefault(self._identity, {}).setdefault(holder, []).append(self)
         info = os.fstat(self._fd)
-        stamp = (info.st_size, info.st_mtime_ns)
-        # A change within the clock tick of the stamp seen last leaves it the same:
-        # the stamp is trusted once it is older than any tick.
-        self.changed = stamp != self._seen or not self._settled
+        stamp = (info.st_size, info.st_mtime_ns, _applied(self._fd))
+        # A change within the clock tick of the stamp seen last leaves size and time
+        # the same: they are trusted once older than any tick, or while the mark of
+        # h5vc's writers (changed at every commit point) is there and the same.
+        self.changed = stamp != self._seen or self.stale
+        if not self._settled and stamp[2] is None:
+            self.changed = True
+        self.stale = False
         self._seen = stamp
         self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
         return self
 
     def __exit__(self, *exc: object) -> None:
+        fcntl.fcntl(self._fd, _SET_LOCK, _RELEASE_APPLY)
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        with _READING_MUTEX:
+            threads = _READING.get(self._identity, {})
+            held = threads.get(holder, [])
+            if self in held:
+                held.remove(self)
+            if not held:
+                threads.pop(holder, None)
+            if not threads:
+                _READING.pop(self._identity, None)
+
+    def _suspend(self) -> None:
+        """Let a writer of this thread in (the read resumes after its write)."""
         _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
+
+    def _resume(self) -> None:
+        _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
+        self.stale = True
+
+    def works(self) -> bool:
+        """True if the file's filesystem takes byte-range locks (some network and
+        FUSE filesystems refuse them)."""
+        try:
+            with self:
+                return True
+        except OSError as err:
+            if err.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+                return False
+            raise
+
+    def writer_waiting(self) -> bool:
+        """True if a writer waits for the readers of the file to finish."""
+        answer = fcntl.fcntl(self._fd, _GET_LOCK, _ASK_TURNSTILE)
+        return bool(answer[:2] != _UNLOCKED)
 
     @property
     def closed(self) -> bool:
@@ -162,6 +297,15 @@ def _release(path: str, lock_fd: int) -> None:
 
 
 def _journaled(path: str, lock_fd: int, *, create: bool, durable: bool) -> JournaledFile:
+    if create or os.path.exists(journal_path(path)):
+        # Truncating the file, or rolling a crashed writer's journal back, changes
+        # committed bytes: readers are kept out meanwhile.
+        with _applying(lock_fd):
+            return _new_journaled(path, lock_fd, create=create, durable=durable)
+    return _new_journaled(path, lock_fd, create=create, durable=durable)
+
+
+def _new_journaled(path: str, lock_fd: int, *, create: bool, durable: bool) -> JournaledFile:
     return JournaledFile(
         path,
         create=create,
@@ -367,10 +511,22 @@ def recover_abandoned(path: str) -> None:
         return  # read-only to us: HDF5 reads what is there (the journal stays)
     try:
         if _lock(fd, fcntl.F_WRLCK):  # no writer: the journal is left from a crash
-            _lock(fd, fcntl.F_WRLCK, blocking=True, byte=_APPLY_BYTE)
-            recover(path)
+            with _applying(fd):
+                recover(path)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def _applying(fd: int) -> Any:
+    """Change committed bytes of the file open as ``fd`` as a writer does at a commit
+    point: readers are kept out meanwhile, and see the file as changed afterwards."""
+    change = _apply_lock(fd)
+    change(True)
+    try:
+        yield
+    finally:
+        change(False)
 
 
 def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:

@@ -24,7 +24,7 @@ import os
 import h5py
 import numpy as np
 
-from h5vc.durable.files import close_file, open_file, recover_abandoned
+from h5vc.durable.files import ReadLock, close_file, open_file, recover_abandoned
 from h5vc.durable.journal import journal_path
 from h5vc.errors import NotVersionedError
 from h5vc.store import layout
@@ -53,7 +53,10 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
             f"which already exists."
         )
     recover_abandoned(os.fspath(src))  # a crashed writer's journal is rolled back first
-    with h5py.File(src, "r") as source:
+    # The copy is one read of the source: a writer at work waits until it is done, so
+    # it copies one committed state.
+    lock = ReadLock(src)
+    with contextlib.closing(lock), lock, h5py.File(src, "r") as source:
         if layout.VERSION_DATA not in source:
             raise NotVersionedError(
                 f"Expected a versioned file with a {layout.VERSION_DATA!r} group at its "

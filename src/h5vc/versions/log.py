@@ -135,8 +135,15 @@ class VersionLog:
             return True
         if self._by_time is not None or name == layout.FIRST_VERSION:
             return False
-        group = self._group.get(name)
-        if not isinstance(group, h5py.Group) or not group.attrs.get(layout.ATTR_COMMITTED, False):
+        filename = str(self._group.file.filename)
+        with damaged(filename, f"Version group {self._group.name}/{name}"):
+            if not self._group.id.links.exists(name.encode()):
+                return False
+            group = self._group[name]  # linked but unreadable: damage, not absence
+            committed = isinstance(group, h5py.Group) and bool(
+                group.attrs.get(layout.ATTR_COMMITTED, False)
+            )
+        if not committed:
             return False
         self._committed.add(name)
         return True

@@ -36,6 +36,7 @@ from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
 from h5vc.versions.log import VersionLog
+from h5vc.versions.reading import guard_for
 from h5vc.versions.refs import Refs
 from h5vc.versions.timestamps import attr_str, format_timestamp, now
 
@@ -64,7 +65,7 @@ class FileState:
         """
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
-        if state is None or not state.root.id.valid:
+        if state is None or state.closed:
             if root.file.mode == "r+":
                 # A writable file the caller opened goes through the journal from now on.
                 if isinstance(root, h5py.File):
@@ -87,6 +88,39 @@ class FileState:
         return state
 
     def __init__(self, root: h5py.Group, data_version: int | None = None):
+        #: Incremented whenever the caches are dropped: caches kept by the layers
+        #: above (views of committed objects) are valid while it is unchanged.
+        self.generation = 0
+        #: How deep in :meth:`operation` calls the caller is (0: in none).
+        self._depth = 0
+        #: A read-only local file is read through a private handle, under the file's
+        #: read lock, reopened when the file changed (see :mod:`h5vc.versions.reading`).
+        self.guard = guard_for(root)
+        if self.guard is None:
+            self._load(root, data_version)
+            return
+        self.guard.attach(self, FileState._reloaded)
+        with self.guard:  # the first read opens the private handle and loads from it
+            pass
+
+    def _reloaded(self, root: h5py.Group) -> None:
+        """Load the state from ``root``, a new handle of the file (it changed)."""
+        loaded = hasattr(self, "root")
+        self._load(root)
+        if loaded:
+            self.generation += 1  # views kept above are stale
+
+    @property
+    def closed(self) -> bool:
+        """True once the h5py file the state was opened on is closed."""
+        anchor = self.root if self.guard is None else self.guard.anchor
+        return not anchor.id.valid
+
+    def reading(self) -> contextlib.AbstractContextManager[Any]:
+        """One read of the file: inside the read guard if it has one."""
+        return contextlib.nullcontext() if self.guard is None else self.guard
+
+    def _load(self, root: h5py.Group, data_version: int | None = None) -> None:
         self.root = root
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
@@ -122,11 +156,6 @@ class FileState:
         # Object addresses are reused once an object is freed: this cache is dropped
         # whenever objects are deleted (drop_caches, after a failed commit or deletion).
         self._chunk_maps_by_address: LRUCache[int, ChunkMap] = LRUCache(CACHED_CHUNK_MAPS)
-        #: Incremented whenever the caches are dropped: caches kept by the layers
-        #: above (views of committed objects) are valid while it is unchanged.
-        self.generation = 0
-        #: How deep in :meth:`operation` calls the caller is (0: in none).
-        self._depth = 0
 
     @property
     def h5vc_layout(self) -> bool:

@@ -7,7 +7,8 @@ in-memory dict seeded from the previous version and written at commit.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import h5py
@@ -20,26 +21,46 @@ __all__ = ["CommittedAttributes", "StagedAttributes"]
 
 
 class CommittedAttributes(Mapping[str, Any]):
-    """Read-only attributes of an object in a committed version."""
+    """Read-only attributes of an object in a committed version.
 
-    def __init__(self, attrs: h5py.AttributeManager, hidden: frozenset[str], owner: str):
+    ``live``, if given, makes the context of one read: it yields the object's
+    attributes as they are in the file then (the object may have been opened anew).
+    """
+
+    def __init__(
+        self,
+        attrs: h5py.AttributeManager,
+        hidden: frozenset[str],
+        owner: str,
+        live: Callable[[], AbstractContextManager[h5py.AttributeManager]] | None = None,
+    ):
         self._attrs = attrs
         self._hidden = hidden
         self._owner = owner
+        self._live = live
+
+    def _read(self) -> AbstractContextManager[h5py.AttributeManager]:
+        return nullcontext(self._attrs) if self._live is None else self._live()
 
     def __getitem__(self, key: str) -> Any:
         if key in self._hidden:
             raise KeyError(f"Can't open attribute (attribute {key!r} doesn't exist)")
-        return self._attrs[key]
+        with self._read() as attrs:
+            return attrs[key]
 
     def __iter__(self) -> Iterator[str]:
-        return (key for key in attribute_names(self._attrs) if key not in self._hidden)
+        with self._read() as attrs:
+            names = [key for key in attribute_names(attrs) if key not in self._hidden]
+        return iter(names)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def __contains__(self, key: object) -> bool:
-        return key not in self._hidden and key in self._attrs
+        if key in self._hidden:
+            return False
+        with self._read() as attrs:
+            return key in attrs
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
         raise ReadOnlyError(

@@ -10,6 +10,7 @@ map and coalescing consecutive ``raw_data`` rows into single reads.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +25,7 @@ from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.mappings import Mappings
 from h5vc.store.reading import RawDataSlab, read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, Link
+from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.direct import DirectReader
 
@@ -252,7 +254,16 @@ class CommittedDataset(_DatasetBase):
         self._fillvalue = fillvalue
         self._array: StagedChangesArray | None = None
         self._direct: DirectReader | None = None
-        self._attrs = CommittedAttributes(dataset.attrs, layout.DATASET_ATTRS, self._describe())
+        self._attrs = CommittedAttributes(
+            dataset.attrs, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
+        )
+
+    @contextlib.contextmanager
+    def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
+        """The dataset's attributes in the file, for one read of them."""
+        with self._state.reading():
+            self._current()
+            yield self._dataset.attrs
 
     def _current(self) -> None:
         """Open the dataset anew if the file's objects changed since it was opened:
@@ -261,10 +272,11 @@ class CommittedDataset(_DatasetBase):
         state = self._state
         if state.generation == self._generation:
             return
-        generation = state.generation
-        fresh = reopen_in(state, self._version, self._path)
-        self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
-        self._generation = generation
+        with state.reading():
+            generation = state.generation
+            fresh = reopen_in(state, self._version, self._path)
+            self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
+            self._generation = generation
 
     @property
     def attrs(self) -> CommittedAttributes:
@@ -281,10 +293,16 @@ class CommittedDataset(_DatasetBase):
         self._current()
         return self._fillvalue
 
+    @reads
     def _filter(self, key: str) -> Any:
         self._current()
         return super()._filter(key)
 
+    @reads
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return super().__array__(dtype, copy)
+
+    @reads
     def __getitem__(self, index: Any) -> Any:
         self._current()
         if self._direct is None:
@@ -301,6 +319,7 @@ class CommittedDataset(_DatasetBase):
         return f"dataset {self._name!r} of version {self._version!r}"
 
     @property
+    @reads
     def _data(self) -> StagedChangesArray:
         self._current()
         if self._array is None:
@@ -321,6 +340,7 @@ class CommittedDataset(_DatasetBase):
         return self._raw_data.dtype
 
     @property
+    @reads
     def dataset(self) -> h5py.Dataset:
         """The virtual dataset in the file (read it with any HDF5 tool)."""
         self._current()
@@ -372,7 +392,7 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
 def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
     """The group of committed ``version``, for ``what`` (an object of it opened
     earlier) to be opened anew; raises if the version was deleted meanwhile."""
-    if not state.root.id.valid:
+    if state.closed:
         raise ClosedError(
             f"{what} of version {version!r} belongs to {state.filename!r}, which was "
             f"closed. Reopen the file and open the version again."

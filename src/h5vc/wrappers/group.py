@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Union
@@ -26,6 +27,7 @@ from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
+from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
     CommittedDataset,
@@ -231,17 +233,24 @@ class CommittedGroup(_GroupBase):
         path, version = self._path, self._version
         hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
-        self._attrs = CommittedAttributes(group.attrs, hidden, where)
+        self._attrs = CommittedAttributes(group.attrs, hidden, where, live=self._live_attrs)
+
+    @contextlib.contextmanager
+    def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
+        """The group's attributes in the file, for one read of them."""
+        with self._state.reading():
+            yield self._current().attrs
 
     def _current(self) -> h5py.Group:
         """The group in the file, opened anew if the file's objects changed since (the
         version's tree may have been rebuilt); raises if the version is gone."""
         state = self._state
         if state.generation != self._generation:
-            generation = state.generation
-            root = reopen_version(state, self._version, f"The group {self.name!r}")
-            self._take(root[self._path] if self._path else root)
-            self._generation = generation
+            with state.reading():
+                generation = state.generation
+                root = reopen_version(state, self._version, f"The group {self.name!r}")
+                self._take(root[self._path] if self._path else root)
+                self._generation = generation
         return self._group_obj
 
     @property
@@ -256,6 +265,7 @@ class CommittedGroup(_GroupBase):
     def _version_root_name(self) -> str | None:
         return f"{self._state.versions.name}/{self._version}"
 
+    @reads
     def _outside_contains(self, rest: str) -> bool:
         return rest in self._state.versions[self._version]
 
@@ -264,21 +274,25 @@ class CommittedGroup(_GroupBase):
         return self._version
 
     @property
+    @reads
     def group(self) -> h5py.Group:
         """The version's group in the file."""
         return self._group
 
+    @reads
     def keys(self) -> list[str]:  # type: ignore[override]
         return list(self._group.keys())
 
+    @reads
     def _has_member(self, name: str) -> bool:
         return name in self._group
 
     def _child(self, name: str) -> CommittedGroup | CommittedDataset:
         key = (self._version, _join(self._path, name))
-        cached = self._views.get(key)
+        cached = self._views.get(key)  # a view checks its version when it reads
         if cached is None:
-            cached = self._open_child(name)
+            with self._state.reading():
+                cached = self._open_child(name)
             self._views[key] = cached
         return cached
 

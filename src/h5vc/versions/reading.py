@@ -1,0 +1,205 @@
+"""Reading a local versioned file read-only while another process writes it.
+
+HDF5 keeps what it read of a file (metadata, free space) in memory for as long as
+the file is open, and never looks again: after a writer commits (above all after a
+deletion, whose freed space later commits reuse), a handle opened before reads the
+new bytes through the old metadata and gets another version's data, zeros, or
+errors. So a read-only versioned file does not read through the handle it was
+given: :class:`ReadGuard` reads through a private handle of its own
+(:func:`h5vc.remote.open_private`), and every public read runs inside the guard
+(:func:`reads`):
+
+1. it takes the file's shared apply lock (:class:`h5vc.durable.files.ReadLock`),
+   which keeps a writer from changing committed bytes until the read ends (a writer
+   waiting for it goes first: readers queue behind it);
+2. if the file changed since the last read, it opens a new private handle, reloads
+   the :class:`~h5vc.versions.state.FileState` from it and bumps its ``generation``:
+   views of committed objects open themselves again (a deleted version raises
+   :class:`~h5vc.errors.VersionNotFoundError`).
+
+Nested reads (a read calling reads) take the lock once. The caller's own handle
+stays open and untouched; h5vc never reads through it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import h5py
+
+from h5vc.durable.files import ReadLock
+from h5vc.remote import open_private, stream_descriptor
+
+if TYPE_CHECKING:
+    from h5vc.versions.state import FileState
+
+__all__ = ["ReadGuard", "guard_for", "reads"]
+
+#: HDF5 drivers of handles whose file h5vc can lock and open again by name.
+_LOCAL_DRIVERS = frozenset({"sec2", "stdio", "direct"})
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def guard_for(root: h5py.Group) -> ReadGuard | None:
+    """A guard for the read-only root ``root`` of a local file, or None where the
+    file cannot be locked or opened again by name (a URL, a caller's file object)."""
+    file = root.file
+    if file.mode != "r":
+        return None
+    if file.driver not in _LOCAL_DRIVERS and stream_descriptor(file) is None:
+        return None
+    path = str(file.filename)
+    if not os.path.isfile(path):
+        return None
+    try:
+        lock = ReadLock(path)
+    except OSError:  # HDF5 could open it, but not by name (permissions changed)
+        return None
+    if not lock.works():
+        lock.close()
+        return None  # a filesystem without byte-range locks: read as HDF5 does
+    return ReadGuard(path, root.name or "/", root, lock)
+
+
+class ReadGuard:
+    """The lock and the private handle of a read-only versioned root (see the module).
+
+    ``with guard:`` is one read. :attr:`root` is the root group in the private handle
+    (valid inside a read, and until the next read finds the file changed).
+    """
+
+    def __init__(self, path: str, root_name: str, anchor: h5py.Group, lock: ReadLock):
+        self.path = path
+        self.root_name = root_name
+        #: The caller's root: h5vc does not read through it, but it closes with it.
+        self.anchor = anchor
+        self.root: h5py.Group | None = None
+        self._lock = lock
+        self._close_file: Callable[[], None] | None = None
+        self._state: weakref.ref[FileState] | None = None
+        self._reload: Callable[[FileState, h5py.Group], None] | None = None
+        self._local = threading.local()  # this thread's depth of reads, and if it holds
+        self._mutex = threading.Lock()
+        self._holders = 0  # threads of this process inside a read
+
+    def attach(self, state: FileState, reload: Callable[[FileState, h5py.Group], None]) -> None:
+        """Serve ``state``: ``reload(state, root)`` loads it from a new private handle.
+        The handle closes when the state is gone."""
+        self._state = weakref.ref(state)
+        self._reload = reload
+        weakref.finalize(state, self.close)
+
+    def __enter__(self) -> ReadGuard:
+        local = self._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        if depth:  # a read inside a read of this thread: the lock is held
+            if self._lock.stale and local.held and self._holders == 1:
+                # This thread wrote the file since (inside an h5vc.Reader batch).
+                try:
+                    self._lock.stale = False
+                    self._open_again()
+                except BaseException:
+                    local.depth = depth
+                    raise
+            return self
+        local.held = False
+        if not self.anchor.id.valid:
+            self._retire()  # the caller closed the file: reads raise ClosedError
+            return self
+        try:
+            self._mutex.acquire()
+            # Other threads of this process reading: join them, unless a writer
+            # waits (then let them finish, and queue behind the writer).
+            while self._holders and self._lock.writer_waiting():
+                self._mutex.release()
+                time.sleep(0.0005)
+                self._mutex.acquire()
+            try:
+                if not self._holders:
+                    self._lock.__enter__()
+                    try:
+                        if self._lock.changed or self.root is None:
+                            self._open_again()
+                    except BaseException:
+                        self._lock.__exit__(None, None, None)
+                        raise
+                self._holders += 1
+            finally:
+                self._mutex.release()
+            local.held = True
+        except BaseException:
+            local.depth = depth
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        local = self._local
+        depth = local.depth - 1
+        local.depth = depth
+        if depth or not local.held:
+            return
+        with self._mutex:
+            self._holders -= 1
+            if not self._holders:
+                self._lock.__exit__(None, None, None)
+
+    def _retire(self) -> None:
+        """The caller's file is closed: close the private handle, and make the views
+        kept above open themselves again (they find the file closed)."""
+        with self._mutex:
+            if self._holders or self._close_file is None:
+                return
+            close, self._close_file = self._close_file, None
+            close()
+            state = None if self._state is None else self._state()
+            if state is not None:
+                state.generation += 1
+
+    def _open_again(self) -> None:
+        """Read the file anew (under the lock): a new private handle, the state
+        reloaded from it, the old handle closed."""
+        file, close = open_private(self.path)
+        try:
+            root = file[self.root_name]
+            state = None if self._state is None else self._state()
+            if state is not None and self._reload is not None:
+                self._reload(state, root)
+        except BaseException:
+            close()
+            raise
+        old, self._close_file = self._close_file, close
+        self.root = root
+        if old is not None:
+            old()
+
+    def close(self) -> None:
+        """Close the private handle and the lock's descriptor."""
+        close, self._close_file = self._close_file, None
+        self.root = None
+        if close is not None:
+            close()
+        self._lock.close()
+
+
+def reads(method: F) -> F:
+    """Run ``method`` (of an object whose ``_state`` is a FileState or None) as one
+    read of the state's file, inside its :class:`ReadGuard` if it has one."""
+
+    @functools.wraps(method)
+    def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = self._state
+        guard = None if state is None else state.guard
+        if guard is None:
+            return method(self, *args, **kwargs)
+        with guard:
+            return method(self, *args, **kwargs)
+
+    return guarded  # type: ignore[return-value]
