@@ -294,3 +294,26 @@ def test_the_writing_process_reads_samples_stored_as_they_are(
         assert writer.write(noise[0].copy()) == records[0]  # a duplicate: nothing stored
         with store.reader() as reader:
             np.testing.assert_array_equal(reader.read(records[-1]), noise[-1])
+
+
+def test_small_chunks_are_encoded_in_the_calling_thread(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sample_backends, "QUEUE_MIN_CHUNK_BYTES", SHAPE[0] * SHAPE[1] + 1)
+    threads: set[str] = set()
+    original = sample_chunks.ChunkEncoder.encode
+
+    def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        threads.add(threading.current_thread().name)
+        return original(encoder, chunk)
+
+    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+    store = make_store(tmp_path / "s", "01")
+    data = dedup_heavy(DISTINCT, seed=8)
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in data]
+        assert not writer._current._queue  # type: ignore[union-attr]
+        with store.reader() as reader:  # each stored and flushed before write returned
+            for record, sample in zip(records[::-1], data[::-1]):
+                np.testing.assert_array_equal(reader.read(record), sample)
+    assert threads == {threading.main_thread().name}
