@@ -10,6 +10,18 @@ was written (the workers return an xxhash64 of each sample, compared in the pare
 Two compression settings: ``blosc:lz4`` level 5 (metrics ``B_...``) and ``blosc:lz4hc``
 level 5 (metrics ``B_lz4hc_...``), both with byte shuffle.
 
+A dedup-heavy write (metrics ``B_dedup_...``, blosc:lz4hc level 5, byte shuffle): 3000
+samples, sample ``i`` being ``np.roll(base, i, axis=1) // (1 + i % 3)`` of one image of
+uniformly random bytes, so 672 are distinct (none of them compresses: every stored chunk
+is the sample's own bytes) and each recurs 4 or 5 times. ``B_dedup_write_s`` and
+``B_dedup_write_cpu_s``: the 3000 written one call each and committed (h5vc: the
+default writer, closed); ``B_dedup_distinct_each_s``: the 672 distinct ones alone
+written and committed into a fresh store, divided by 672. Each is the median of
+:data:`DEDUP_REPEATS` runs into fresh stores; every record is read back and compared,
+and the records must name exactly 672 distinct samples.
+
+``H5VC_BENCH_SAMPLES=dedup`` in the environment runs the dedup-heavy write only.
+
 Metrics per backend ``B``: ``B_write_s`` (write + commit, one call per sample; h5vc with
 the default writer, which compresses on one thread per core while the caller goes on,
 and closing the writer as its commit), ``B_write_cpu_s`` (the CPU time of that process
@@ -49,6 +61,10 @@ COMPRESSIONS = {
 }
 FULL_COUNT = 3000
 QUICK_COUNT = 200
+DEDUP_COMPRESSION = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
+#: Distinct samples of the dedup-heavy write: roll offsets (224) times divisors (3).
+DEDUP_DISTINCT = 672
+DEDUP_REPEATS = 3
 SEED = 20240601
 #: Timed phases are repeated and the shortest time kept (each write into a fresh store).
 WRITE_REPEATS = 2
@@ -74,6 +90,32 @@ def make_images(count: int, seed: int = SEED) -> list[np.ndarray]:
         image = np.where(noise, image + rng.integers(-8, 9, size=SHAPE), image)
         images.append(np.ascontiguousarray(np.clip(image, 0, 255).astype(np.uint8)))
     return images
+
+
+def make_dedup_images(count: int, seed: int = SEED) -> list[np.ndarray]:
+    """The dedup-heavy samples: rolled and divided copies of one random image."""
+    base = np.random.default_rng(seed).integers(0, 256, SHAPE, dtype=np.uint8)
+    return [np.ascontiguousarray(np.roll(base, i, axis=1) // (1 + i % 3)) for i in range(count)]
+
+
+def median_of(repeats: int, action: Any, workdir: pathlib.Path) -> tuple[float, float, Any]:
+    """Run ``action(directory)`` ``repeats`` times, each into a fresh subdirectory of
+    ``workdir``; return the median wall and CPU seconds and the last result."""
+    import statistics
+
+    walls, cpus, result = [], [], None
+    for n in range(repeats):
+        cpu, start = time.process_time(), time.perf_counter()
+        result = action(workdir / str(n))
+        walls.append(time.perf_counter() - start)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus), result
+
+
+def check_dedup(read: Any, keys: list[Any], images: list[np.ndarray], what: str) -> None:
+    """Every sample read back by ``read(key)`` equals the one written."""
+    for position, key in enumerate(keys):
+        check_equal(read(key), images[position], f"{what} sample {position}")
 
 
 #: CPU time of the process (all threads) during the fastest run of the last
@@ -181,6 +223,36 @@ def _h5vc_backend(
     return metrics, got, digests
 
 
+def _h5vc_dedup(backend: str, workdir: pathlib.Path, images: list[np.ndarray]) -> Metrics:
+    from h5vc.samples import SampleStore
+
+    def write(subset: list[np.ndarray]) -> Any:
+        def action(directory: pathlib.Path) -> tuple[Any, list[str]]:
+            store = SampleStore(directory, backend, SHAPE, np.uint8, DEDUP_COMPRESSION)
+            with store.writer() as writer:
+                return store, [writer.write(image) for image in subset]
+
+        return action
+
+    distinct = images[:DEDUP_DISTINCT]
+    name = f"h5vc-{backend}-dedup"
+    write_s, write_cpu_s, (store, records) = median_of(DEDUP_REPEATS, write(images), workdir / name)
+    distinct_s, _, (distinct_store, distinct_records) = median_of(
+        DEDUP_REPEATS, write(distinct), workdir / f"{name}-distinct"
+    )
+    if len(set(records)) != len(distinct) or len(set(distinct_records)) != len(distinct):
+        raise AssertionError(f"h5vc {backend} dedup: expected {len(distinct)} distinct records.")
+    with store.reader() as reader:
+        check_dedup(reader.read, records, images, f"h5vc {backend} dedup")
+    with distinct_store.reader() as reader:
+        check_dedup(reader.read, distinct_records, distinct, f"h5vc {backend} dedup distinct")
+    return {
+        "dedup_write_s": write_s,
+        "dedup_write_cpu_s": write_cpu_s,
+        "dedup_distinct_each_s": distinct_s / len(distinct),
+    }
+
+
 # --------------------------------------------------------------------------- hangar
 
 
@@ -262,6 +334,57 @@ def _hangar_backend(
     return metrics, got, digests
 
 
+def _hangar_dedup(backend: str, workdir: pathlib.Path, images: list[np.ndarray]) -> Metrics:
+    import contextlib
+    import io
+
+    from hangar import Repository
+
+    column = f"dedup{backend}"
+
+    def write(subset: list[np.ndarray]) -> Any:
+        def action(directory: pathlib.Path) -> Any:
+            directory.mkdir(parents=True)
+            repo = Repository(directory, exists=False)
+            with contextlib.redirect_stdout(io.StringIO()):
+                repo.init(user_name="bench", user_email="bench@example.org", remove_old=True)
+                checkout = repo.checkout(write=True)
+            col = checkout.add_ndarray_column(
+                column,
+                prototype=subset[0],
+                backend=backend,
+                backend_options=dict(DEDUP_COMPRESSION),
+            )
+            with col:
+                for key, image in enumerate(subset):
+                    col[key] = image
+            checkout.commit("add samples")
+            checkout.close()
+            return repo
+
+        return action
+
+    distinct = images[:DEDUP_DISTINCT]
+    name = f"hangar-{backend}-dedup"
+    write_s, write_cpu_s, repo = median_of(DEDUP_REPEATS, write(images), workdir / name)
+    distinct_s, _, distinct_repo = median_of(
+        DEDUP_REPEATS, write(distinct), workdir / f"{name}-distinct"
+    )
+    for checked, subset in ((repo, images), (distinct_repo, distinct)):
+        checkout = checked.checkout()
+        try:
+            col = checkout.columns[column]
+            with col:
+                check_dedup(col.__getitem__, list(range(len(subset))), subset, "hangar dedup")
+        finally:
+            checkout.close()
+    return {
+        "dedup_write_s": write_s,
+        "dedup_write_cpu_s": write_cpu_s,
+        "dedup_distinct_each_s": distinct_s / len(distinct),
+    }
+
+
 # ------------------------------------------------------------------------------ run
 
 
@@ -271,18 +394,24 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> dict[str, float]:
         os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
         import hangar  # noqa: F401  (imported before the pool forks)
 
-        run_backend = _hangar_backend
+        run_backend, run_dedup = _hangar_backend, _hangar_dedup
     else:
         import h5vc.samples  # noqa: F401
 
-        run_backend = _h5vc_backend
+        run_backend, run_dedup = _h5vc_backend, _h5vc_dedup
     import xxhash  # noqa: F401
 
     count = QUICK_COUNT if quick else FULL_COUNT
+    metrics: dict[str, float] = {}
+    dedup_images = make_dedup_images(count)
+    for backend in BACKENDS:
+        result = run_dedup(backend, workdir, dedup_images)
+        metrics.update({f"{backend}_{key}": float(value) for key, value in result.items()})
+    if os.environ.get("H5VC_BENCH_SAMPLES") == "dedup":
+        return metrics
     images = make_images(count)
     expected = [digest(image) for image in images]
     order = np.random.default_rng(SEED + 1).permutation(count)
-    metrics: dict[str, float] = {}
     # Workers fork before any file is open and are warm before timing starts.
     with multiprocessing.get_context("fork").Pool(2) as pool:
         pool.map(abs, [0, 0])

@@ -14,6 +14,7 @@ chunk cache from the chunk geometry and protects chunks with the Fletcher-32 fil
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import os
 import pathlib
@@ -42,6 +43,7 @@ __all__ = [
     "CHUNK_TARGET_BYTES",
     "QUEUE_BYTES",
     "QUEUE_MAX_CHUNK_BYTES",
+    "QUEUE_MIN_CHUNK_BYTES",
     "QUEUE_SAMPLES",
     "SampleCheck",
     "content_digest",
@@ -70,8 +72,10 @@ QUEUE_SAMPLES = 64
 #: ... of at most this many bytes in all ...
 QUEUE_BYTES = 64 * 1024 * 1024
 #: ... and none whose chunk is larger: Blosc splits such a chunk into blocks compressed
-#: on its own threads when the writing thread encodes it.
+#: on its own threads when the writing thread encodes it ...
 QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
+#: ... or smaller: encoding it costs less than handing it to a thread.
+QUEUE_MIN_CHUNK_BYTES = 8 * 1024
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
 #: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
@@ -207,15 +211,36 @@ def _create_file(directory: pathlib.Path, cache: ChunkCache) -> tuple[str, h5py.
     raise FileExistsError(f"Expected to find a free collection file name in {directory}.")
 
 
+def _forget_last_chunk(dataset_id: h5py.h5d.DatasetID, index: int) -> None:
+    """Make HDF5 forget what it remembers of the chunk of sample ``index``, just stored
+    by ``H5Dwrite_chunk`` with a nonzero filter mask.
+
+    HDF5 (2.0) keeps the location of the chunk it looked up last with each open dataset,
+    and after ``H5Dwrite_chunk`` that entry has filter mask 0 whatever mask the chunk was
+    stored with (the file itself holds the right one). Until another chunk is looked up,
+    every read of that chunk in this process (through any handle of the file) would undo
+    a filter that was never applied: Blosc then fails on the sample's raw bytes. Reading
+    the stored bytes of another chunk (sample 0's, small and in the page cache; an
+    unstored chunk raises, after its lookup) replaces the entry.
+    """
+    other = (1 if index == 0 else 0, *(0 for _ in range(dataset_id.rank - 1)))
+    with contextlib.suppress(OSError, RuntimeError, ValueError):  # not stored: looked up
+        dataset_id.read_direct_chunk(other)
+
+
 class CollectionWriter:
     """One new collection file, open for writing in SWMR mode.
 
     Where a sample is exactly one chunk and the filter pipeline is one
     :class:`~h5vc.samples.chunks.ChunkEncoder` reproduces, chunks are encoded without
     HDF5 (by :meth:`encode`, on any thread) and stored with direct chunk writes. The
-    first sample of every file is written through HDF5's filter pipeline and its stored
-    bytes compared with the encoder's: only on a match is the encoder used for the
-    file, so stored bytes are always those HDF5 itself would store.
+    encoder gives two kinds of stored chunks: compressed (filter mask 0) and, for a
+    sample Blosc cannot shrink, the sample's own bytes (filter mask 1, as HDF5 stores
+    it when its optional Blosc filter fails). The first sample of each kind in every
+    file is written through HDF5's filter pipeline and its stored bytes and filter mask
+    compared with the encoder's: only on a match are chunks of that kind written
+    directly, and on a mismatch the encoder is dropped for the file, so stored bytes
+    are always those HDF5 itself would store.
 
     :meth:`write` stores a sample before it returns. :meth:`write_later` hands the
     encoding to a thread pool and stores the chunk during a later call: a bounded queue
@@ -244,7 +269,8 @@ class CollectionWriter:
         first = self._datasets[0].dataset
         one_chunk = first.chunks == (1, *self._chunk)
         self._encoder = ChunkEncoder.for_dataset(first) if one_chunk else None
-        self._encoder_checked = False
+        #: Filter masks of the encoder's chunks found equal to HDF5's in this file.
+        self._verified: set[int] = set()
         #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
         self._queue: collections.deque[tuple[int, np.ndarray, Future[bytes | None]]] = (
             collections.deque()
@@ -281,44 +307,48 @@ class CollectionWriter:
     def encode(self, array: np.ndarray) -> bytes | None:
         """The stored bytes of the chunk holding ``array`` (padded with zeros to the
         chunk), or ``None`` where HDF5 must write it. Thread-safe; touches no file."""
-        if self._encoder is None or not array.size:
+        encoder = self._encoder  # read once: the writing thread may drop it meanwhile
+        if encoder is None or not array.size:
             return None
         if array.shape == self.schema.shape:
             chunk = array
         else:
             chunk = np.zeros(self._chunk, self.schema.dtype)
             chunk[tuple(slice(0, n) for n in array.shape)] = array
-        return self._encoder.encode(chunk)
+        return encoder.encode(chunk)
 
-    def write(self, array: np.ndarray, *, flush: bool = True) -> SampleRecord:
+    def write(
+        self, array: np.ndarray, *, flush: bool = True, checksum: str | None = None
+    ) -> SampleRecord:
         """Store ``array`` (already checked against the schema) in the next free slot.
 
         With ``flush`` (the default) readers in other processes see the sample once this
         returns; else once :meth:`flush` is called. Queued samples are stored first.
+        ``checksum``: the xxhash64 of ``array``, if the caller has it already.
         """
         self._check_usable()
         slot = self._slots_used
         if array.size:
             if self._queue:
                 self._store_queued(everything=True)
-            number, index = divmod(slot, self.schema.collection_size)
-            sample_io = self._datasets[number]
-            if self._encoder is not None and not self._encoder_checked:
-                self._check_encoder(sample_io, index, array)
-            else:
-                self._store(slot, array, self.encode(array))
+            self._store(slot, array, self.encode(array))
             if flush:
-                sample_io.dataset.flush()  # SWMR: readers in other processes see it from now on
-        return self._record(slot, array)
+                dataset = self._datasets[slot // self.schema.collection_size].dataset
+                dataset.flush()  # SWMR: readers in other processes see it from now on
+        return self._record(slot, array, checksum)
 
-    def write_later(self, array: np.ndarray, pool: Executor) -> SampleRecord:
+    def write_later(
+        self, array: np.ndarray, pool: Executor, checksum: str | None = None
+    ) -> SampleRecord:
         """Store ``array`` (already checked against the schema) in the next free slot,
         its chunk encoded on ``pool`` and stored by a later call.
 
         ``array`` is copied: the caller may change it once this returns. Samples the
-        file's encoder does not take (the first of the file, those larger than
-        :data:`QUEUE_MAX_CHUNK_BYTES`, any when the file has no encoder) are written
-        now, as by ``write(array)``. Before queueing, every queued sample already
+        file's encoder does not take (chunks larger than :data:`QUEUE_MAX_CHUNK_BYTES`
+        or smaller than :data:`QUEUE_MIN_CHUNK_BYTES`, any when the file has no
+        encoder) are written now, as by ``write(array)``.
+        ``checksum``: the xxhash64 of ``array``, if the caller has it already.
+        Before queueing, every queued sample already
         encoded is stored (and its dataset flushed); when the queue is full
         (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`) this waits until its older half is
         stored.
@@ -330,10 +360,9 @@ class CollectionWriter:
         if (
             not array.size
             or self._encoder is None
-            or not self._encoder_checked
-            or self._chunk_bytes > QUEUE_MAX_CHUNK_BYTES
+            or not QUEUE_MIN_CHUNK_BYTES <= self._chunk_bytes <= QUEUE_MAX_CHUNK_BYTES
         ):
-            return self.write(array)
+            return self.write(array, checksum=checksum)
         if self._queue:
             self._store_queued(everything=False, room=array.nbytes)
         if self._spare and self._spare[-1].shape == array.shape:
@@ -346,16 +375,17 @@ class CollectionWriter:
         slot = self._slots_used
         self._queue.append((slot, sample, pool.submit(self.encode, sample)))
         self._queued_bytes += sample.nbytes
-        return self._record(slot, array)
+        return self._record(slot, array, checksum)
 
-    def _record(self, slot: int, array: np.ndarray) -> SampleRecord:
-        """The record of ``array`` in ``slot``, which it now occupies."""
+    def _record(self, slot: int, array: np.ndarray, checksum: str | None) -> SampleRecord:
+        """The record of ``array`` in ``slot``, which it now occupies (``checksum``: its
+        xxhash64, computed here if ``None``)."""
         number, index = divmod(slot, self.schema.collection_size)
         self._slots_used = slot + 1
         if self.schema.backend == "01":
             return Record01(
                 uid=self.uid,
-                checksum=xxhash.xxh64_hexdigest(array.data),
+                checksum=sample_xxh64(array) if checksum is None else checksum,
                 dataset=str(number),
                 index=index,
                 shape=array.shape,
@@ -363,14 +393,33 @@ class CollectionWriter:
         return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
 
     def _store(self, slot: int, array: np.ndarray, encoded: bytes | None) -> None:
-        """Write ``array`` into ``slot``: its stored bytes ``encoded``, or through HDF5."""
+        """Write ``array`` into ``slot``: its stored bytes ``encoded`` (from
+        :meth:`encode`), or through HDF5.
+
+        The first chunk of each filter mask in the file goes through HDF5, and HDF5's
+        stored bytes and mask are compared with ``encoded``: chunks of that mask are
+        written directly from then on if they are equal; if not, the encoder is dropped.
+        """
         number, index = divmod(slot, self.schema.collection_size)
         sample_io = self._datasets[number]
-        if encoded is None:
+        encoder = self._encoder
+        if encoded is None or encoder is None:
             sample_io.write(index, array)
+            return
+        corner = (index,) + (0,) * len(self._chunk)
+        mask = encoder.filter_mask(encoded, self._chunk_bytes)
+        if mask in self._verified:
+            dataset_id = sample_io.dataset.id
+            dataset_id.write_direct_chunk(corner, encoded, mask)
+            if mask:
+                _forget_last_chunk(dataset_id, index)
+            return
+        sample_io.write(index, array)
+        stored_mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
+        if stored_mask == mask and bytes(stored) == encoded:
+            self._verified.add(mask)
         else:
-            corner = (index,) + (0,) * len(self._chunk)
-            sample_io.dataset.id.write_direct_chunk(corner, encoded, 0)
+            self._encoder = None
 
     def _store_queued(self, *, everything: bool, room: int = 0) -> None:
         """Store queued samples in order, then flush the datasets written: all of them
@@ -429,18 +478,6 @@ class CollectionWriter:
                 f"storing a sample failed: {self.failure!r}"
             )
 
-    def _check_encoder(self, sample_io: _SampleIO, index: int, array: np.ndarray) -> None:
-        """Write ``array`` through HDF5 and, if it is encodable, keep the encoder only if
-        it gives the bytes HDF5 stored (else the next encodable sample is checked)."""
-        sample_io.write(index, array)
-        encoded = self.encode(array)
-        if encoded is not None:
-            self._encoder_checked = True
-            corner = (index,) + (0,) * len(self._chunk)
-            mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
-            if mask or bytes(stored) != encoded:
-                self._encoder = None
-
     def flush(self) -> None:
         """Store every queued sample, then make every sample written so far visible to
         readers in other processes."""
@@ -449,18 +486,6 @@ class CollectionWriter:
             self._store_queued(everything=True)
         for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
             sample_io.dataset.flush()
-
-    def read(self, record: SampleRecord) -> np.ndarray:
-        """Read back a sample of this file through the writing handle (a queued sample
-        from its queued copy)."""
-        slot = int(record.dataset) * self.schema.collection_size + record.index
-        for queued_slot, sample, _job in self._queue:
-            if queued_slot == slot:
-                return sample.copy()
-        out = np.empty(record.shape, self.schema.dtype)
-        if out.size:
-            self._datasets[int(record.dataset)].read(record.index, out)
-        return out
 
     def close(self) -> None:
         """Store the queued samples, close the file, then write its content index, which

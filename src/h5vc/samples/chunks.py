@@ -273,12 +273,25 @@ class ChunkEncoder:
     For pipelines of Blosc (filter 32001, as :mod:`hdf5plugin` sets it up: type size,
     level, shuffle and compressor in cd_values 2, 4, 5 and 6; automatic block size)
     optionally followed by Fletcher-32. Blosc runs in ``numcodecs``, which releases the
-    GIL, so several threads may encode at once. HDF5's Blosc filter compresses into a
-    buffer the size of the chunk and, when the result would not fit, stores the chunk
-    without that filter; :meth:`encode` therefore returns ``None`` (write the chunk
-    through HDF5) for any chunk that does not compress to at most half its size, where
-    a bounded buffer could change the outcome. A writer should compare one chunk
-    encoded here with HDF5's own before trusting the encoder with a file (see
+    GIL, so several threads may encode at once; called from a thread other than the main
+    one, numcodecs compresses on that thread alone (no Blosc threads of its own), so a
+    pool of encoding threads never competes with Blosc's threads.
+
+    HDF5's Blosc filter compresses into a buffer the size of the chunk and, when the
+    result does not fit, fails; the filter being optional, HDF5 then stores the chunk's
+    bytes as they are (followed by their Fletcher-32 checksum, if the pipeline has it)
+    with bit 0 of the chunk's filter mask set. Blosc's output for a buffer it fits in
+    does not depend on the buffer's size, so :meth:`encode` returns
+
+    * the Blosc frame (and checksum) for a chunk that compresses to at most half its
+      size: filter mask 0;
+    * the chunk's bytes (and checksum) for a chunk whose Blosc frame is larger than the
+      chunk: filter mask 1 (:meth:`filter_mask` tells the two apart by their size);
+    * ``None`` (write the chunk through HDF5) in between, where a bounded buffer is
+      closest to changing the outcome.
+
+    A writer should compare a chunk of each kind encoded here with HDF5's own before
+    trusting the encoder with a file (see
     :meth:`h5vc.samples.backends.CollectionWriter.write`).
     """
 
@@ -313,16 +326,28 @@ class ChunkEncoder:
         return cls((compressor, level, shuffle), typesize, fletcher)
 
     def encode(self, chunk: np.ndarray) -> bytes | None:
-        """The stored bytes of ``chunk`` (C-contiguous, the whole chunk), or ``None``
-        when HDF5 must write it (it does not compress to half its size)."""
+        """The stored bytes of ``chunk`` (C-contiguous, the whole chunk): compressed, or
+        as they are where HDF5 stores them so (see the class documentation); ``None``
+        when HDF5 must write it."""
         if not chunk.nbytes:
             return None
         compressor, level, shuffle = self._blosc
         raw = np.ascontiguousarray(chunk).reshape(-1).view(np.uint8)
         encoded = _blosc.compress(raw, compressor.encode(), level, shuffle, 0, self._typesize)
-        if len(encoded) > chunk.nbytes // 2:
+        if len(encoded) > chunk.nbytes:
+            stored = raw.tobytes()  # Blosc's filter fails: HDF5 skips it
+        elif len(encoded) <= chunk.nbytes // 2:
+            stored = bytes(encoded)
+        else:
             return None
         if self._fletcher:
-            checksum = fletcher32(encoded)
-            return bytes(encoded) + checksum.to_bytes(4, "little")
-        return bytes(encoded)
+            return stored + fletcher32(stored).to_bytes(4, "little")
+        return stored
+
+    def filter_mask(self, stored: bytes, chunk_nbytes: int) -> int:
+        """The filter mask of the stored bytes :meth:`encode` returned for a chunk of
+        ``chunk_nbytes`` bytes: 1 (Blosc skipped) for the chunk's own bytes, else 0.
+
+        The two never have the same size: a compressed chunk is at most half as large.
+        """
+        return int(len(stored) - 4 * self._fletcher >= chunk_nbytes)

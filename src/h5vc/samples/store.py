@@ -39,6 +39,7 @@ from h5vc.samples.backends import (
     content_digest,
     decode_sample,
     read_index,
+    sample_xxh64,
 )
 from h5vc.samples.records import Record00, Record01, SampleRecord, decode_record
 from h5vc.samples.schema import (
@@ -189,7 +190,12 @@ class SampleWriter:
         self.schema = schema
         self.threads = default_encode_threads() if threads is None else _parse_threads(threads)
         self._executor: ThreadPoolExecutor | None = None
+        #: Digest -> record of the complete files of earlier sessions: a sample is read
+        #: back and compared before one of these records is returned for it.
         self._index = _load_index(directory)
+        #: Digest -> (record, xxhash64 of the sample) of the samples this session wrote
+        #: or found equal to a stored one: returned for a sample of the same digests.
+        self._known: dict[str, tuple[str, str]] = {}
         self._files: dict[str, CollectionWriter] = {}
         self._current: CollectionWriter | None = None
         self._verifier: SampleReader | None = None
@@ -211,7 +217,7 @@ class SampleWriter:
         """
         self._check_open()
         array = check_sample(array, self.schema)
-        return self._store(array, content_digest(array), flush=True)
+        return self._store(array, flush=True)
 
     def write_many(self, arrays: Iterable[np.ndarray]) -> list[str]:
         """Store several samples; return their record strings, in order.
@@ -223,7 +229,7 @@ class SampleWriter:
         """
         self._check_open()
         checked = [check_sample(array, self.schema) for array in arrays]
-        records = [self._store(array, content_digest(array), flush=False) for array in checked]
+        records = [self._store(array, flush=False) for array in checked]
         self.flush()
         return records
 
@@ -242,9 +248,23 @@ class SampleWriter:
         if self.closed:
             raise ClosedError(f"Expected an open writer for {self.directory}. It is closed.")
 
-    def _store(self, array: np.ndarray, digest: str, flush: bool) -> str:
+    def _store(self, array: np.ndarray, flush: bool) -> str:
+        """The record of ``array``: that of an identical sample already stored, else of
+        ``array`` stored in the next slot (queued for the encoding threads, if any).
+
+        A duplicate costs two hashes and a lookup, before anything is compressed or
+        touches a file: this session's own samples are recognised by their content
+        digest (xxh3-128 of dtype, shape and bytes) and xxhash64 together; a sample of an
+        earlier session's index is read back and compared once, then known the same way.
+        """
+        digest = content_digest(array)
+        checksum = sample_xxh64(array)
+        known = self._known.get(digest)
+        if known is not None and known[1] == checksum:
+            return known[0]
         existing = self._index.get(digest)
-        if existing is not None and self._holds(existing, array):
+        if known is None and existing is not None and self._holds(existing, array):
+            self._known[digest] = (existing, checksum)
             return existing
         collection = self._current
         if collection is None or collection.full:
@@ -254,11 +274,12 @@ class SampleWriter:
             self._files[collection.uid] = collection
         if self.threads:
             pool = self._executor or self._encode_executor()
-            record = self._guarded(collection.write_later, array, pool).encode()
+            stored = self._guarded(collection.write_later, array, pool, checksum)
         else:
-            record = self._guarded(collection.write, array, flush=flush).encode()
+            stored = self._guarded(collection.write, array, flush=flush, checksum=checksum)
+        record = stored.encode()
         collection.entries.append((digest, record))
-        self._index[digest] = record
+        self._known.setdefault(digest, (record, checksum))
         return record
 
     def _guarded(self, action: Any, *args: Any, **kwargs: Any) -> Any:
@@ -279,16 +300,12 @@ class SampleWriter:
         return self._executor
 
     def _holds(self, record_text: str, array: np.ndarray) -> bool:
-        """True if ``record_text`` points to a readable sample equal to ``array``."""
+        """True if ``record_text`` (of an earlier session's index) points to a readable
+        sample equal to ``array``."""
         try:
-            record = decode_record(record_text)
-            collection = self._files.get(record.uid)
-            if collection is not None:
-                stored = collection.read(record)
-            else:
-                if self._verifier is None:
-                    self._verifier = SampleReader(self.directory, self.schema)
-                stored = self._verifier.read(record)
+            if self._verifier is None:
+                self._verifier = SampleReader(self.directory, self.schema)
+            stored = self._verifier.read(record_text)
         except (ValueError, OSError):
             return False  # unreadable or foreign: store the sample again
         return stored.shape == array.shape and np.array_equal(stored, array)

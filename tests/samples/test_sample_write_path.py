@@ -1,0 +1,319 @@
+"""The write path of sample writers: each distinct sample encoded once (on the writer's
+threads), duplicates recognised by their hashes alone, the same records and stored bytes
+as the sequential path, and errors on a thread raised as themselves with nothing
+published."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import threading
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+from sample_images import SHAPE, smooth
+
+from h5vc.errors import ClosedError, CorruptDataError
+from h5vc.samples import SampleReader, SampleStore, decode_record
+from h5vc.samples import backends as sample_backends
+from h5vc.samples import chunks as sample_chunks
+from h5vc.samples import store as sample_store
+
+LZ4HC = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
+ZSTD = {"complib": "blosc:zstd", "complevel": 3, "shuffle": "bit"}
+#: Distinct samples of :func:`dedup_heavy`: half of them incompressible.
+DISTINCT = 16
+
+
+def dedup_heavy(count: int, seed: int) -> list[np.ndarray]:
+    """``count`` samples cycling through :data:`DISTINCT` distinct ones, starting with an
+    incompressible one: rolled and divided copies of random bytes (none compresses)
+    alternating with smooth images (all compress)."""
+    noise = np.random.default_rng(seed).integers(0, 256, SHAPE, dtype=np.uint8)
+    rough = [np.roll(noise, k, axis=1) // (1 + k % 3) for k in range(DISTINCT // 2)]
+    gentle = smooth(DISTINCT // 2, seed)
+    distinct = [sample for pair in zip(rough, gentle) for sample in pair]
+    return [distinct[i % DISTINCT].copy() for i in range(count)]
+
+
+def make_store(path: pathlib.Path, backend: str, compression: Any = None, **options: Any) -> Any:
+    options.setdefault("collection_count", 2)
+    options.setdefault("collection_size", 40)
+    return SampleStore(path, backend, SHAPE, "uint8", compression or LZ4HC, **options)
+
+
+def stored_chunks(store: SampleStore) -> list[tuple[int, bytes]]:
+    """(filter mask, stored bytes) of every stored chunk, files in creation order."""
+    out = []
+    files = sorted(store.collection_files(), key=lambda p: p.stat().st_mtime_ns)
+    for path in files:
+        with h5py.File(path, "r") as f:
+            for name in sorted(f, key=int):
+                dataset = f[name]
+                for index in range(dataset.shape[0]):
+                    corner = (index,) + (0,) * (dataset.ndim - 1)
+                    if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
+                        mask, data = dataset.id.read_direct_chunk(corner)
+                        out.append((mask, bytes(data)))
+    return out
+
+
+def without_uid(records: list[str]) -> list[Any]:
+    return [dataclasses.replace(decode_record(r), uid="x") for r in records]
+
+
+class Calls:
+    """Counts chunk encodings, HDF5 writes of samples and sample reads, on every thread."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.encoded = 0
+        self.hdf5_writes = 0
+        self.reads = 0
+        self._lock = threading.Lock()
+        encode = sample_chunks.ChunkEncoder.encode
+        write = sample_backends._SampleIO.write
+        read = sample_backends._SampleIO.read
+        fetch = sample_backends.CollectionReader.fetch
+
+        def counting_encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+            with self._lock:
+                self.encoded += 1
+            return encode(encoder, chunk)
+
+        def counting_write(sample_io: Any, index: int, array: np.ndarray) -> None:
+            self.hdf5_writes += 1
+            write(sample_io, index, array)
+
+        def counting_read(sample_io: Any, index: int, out: np.ndarray) -> None:
+            self.reads += 1
+            read(sample_io, index, out)
+
+        def counting_fetch(reader: Any, record: Any) -> Any:
+            self.reads += 1
+            return fetch(reader, record)
+
+        monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", counting_encode)
+        monkeypatch.setattr(sample_backends._SampleIO, "write", counting_write)
+        monkeypatch.setattr(sample_backends._SampleIO, "read", counting_read)
+        monkeypatch.setattr(sample_backends.CollectionReader, "fetch", counting_fetch)
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+@pytest.mark.parametrize("threads", [0, 2])
+def test_each_distinct_sample_is_encoded_once_and_duplicates_read_nothing(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, backend: str, threads: int
+) -> None:
+    data = dedup_heavy(64, seed=1)
+    store = make_store(tmp_path / "s", backend)
+    calls = Calls(monkeypatch)
+    with store.writer(threads=threads) as writer:
+        records = [writer.write(sample) for sample in data]
+    assert calls.encoded == DISTINCT  # duplicates are never compressed
+    assert calls.reads == 0  # ... nor read back
+    # Through HDF5: only the first chunk of each kind (compressed, stored as is), to check
+    # the encoder against HDF5's own bytes; the rest are direct chunk writes.
+    assert calls.hdf5_writes == 2
+    assert len(set(records)) == DISTINCT
+    assert records[DISTINCT:] == records[:DISTINCT] * 3
+    masks = [mask for mask, _ in stored_chunks(store)]
+    assert masks == [1, 0] * (DISTINCT // 2)  # incompressible samples stored as they are
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+@pytest.mark.parametrize("compression", [LZ4HC, ZSTD], ids=["lz4hc", "zstd"])
+def test_records_and_stored_bytes_match_the_sequential_path(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, backend: str, compression: Any
+) -> None:
+    data = dedup_heavy(70, seed=2)
+    data[40] = np.zeros(SHAPE, np.uint8)  # one more distinct sample, late
+    options = {"collection_count": 2, "collection_size": 6}  # several files
+    ways = {
+        "sequential": lambda writer: [writer.write(sample) for sample in data],
+        "threads": lambda writer: [writer.write(sample) for sample in data],
+        "write_many": lambda writer: writer.write_many(data),
+    }
+    records, chunks = {}, {}
+    for name, write in ways.items():
+        store = make_store(tmp_path / name, backend, compression, **options)
+        with store.writer(threads=0 if name == "sequential" else 2) as writer:
+            records[name] = write(writer)
+        chunks[name] = stored_chunks(store)
+        with store.reader() as reader:
+            for record, sample in zip(records[name], data):
+                np.testing.assert_array_equal(reader.read(record), sample)
+    with monkeypatch.context() as m:  # every chunk through HDF5's filter pipeline
+        m.setattr(sample_chunks.ChunkEncoder, "for_dataset", classmethod(lambda cls, ds: None))
+        plain = make_store(tmp_path / "plain", backend, compression, **options)
+        with plain.writer(threads=0) as writer:
+            plain_records = [writer.write(sample) for sample in data]
+    assert len(set(plain_records)) == DISTINCT + 1
+    assert len(stored_chunks(plain)) == DISTINCT + 1
+    for name in ways:
+        assert without_uid(records[name]) == without_uid(plain_records), name
+        assert chunks[name] == stored_chunks(plain), name
+
+
+def test_a_sample_of_an_earlier_session_is_read_back_once(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = dedup_heavy(DISTINCT, seed=3)
+    store = make_store(tmp_path / "s", "01")
+    with store.writer() as writer:
+        first = [writer.write(sample) for sample in data]
+    files = store.collection_files()
+    verified: list[str] = []
+    original = SampleReader.read
+
+    def read(reader: Any, record: Any) -> np.ndarray:
+        verified.append(record)
+        return original(reader, record)
+
+    monkeypatch.setattr(SampleReader, "read", read)
+    with store.writer() as writer:
+        again = [writer.write(sample.copy()) for sample in data * 3]
+    assert again == first * 3
+    assert sorted(verified) == sorted(first)  # each compared with the stored one once
+    assert store.collection_files() == files
+
+
+def test_equal_digests_of_different_samples_are_stored_apart(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sample_store, "content_digest", lambda array: "0" * 32)
+    data = dedup_heavy(3, seed=4)
+    store = make_store(tmp_path / "s", "01")  # 00 readers would check the false digests
+    with store.writer() as writer:
+        records = [writer.write(sample) for sample in data]
+        assert writer.write(data[0].copy()) == records[0]
+    assert len(set(records)) == 3
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+class CodecFault(RuntimeError):
+    """The error a broken codec raises on an encoding thread."""
+
+
+def failing_encoder(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> list[BaseException]:
+    """Make the ``fail_at``-th encoding raise CodecFault; return the list it goes into."""
+    raised: list[BaseException] = []
+    calls = [0]
+    lock = threading.Lock()
+    original = sample_chunks.ChunkEncoder.encode
+
+    def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        with lock:
+            calls[0] += 1
+            number = calls[0]
+        if number == fail_at:
+            raised.append(CodecFault(f"cannot encode chunk {number}"))
+            raise raised[-1]
+        return original(encoder, chunk)
+
+    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+    return raised
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_an_error_on_an_encoding_thread_is_raised_as_itself_and_publishes_nothing(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    store = make_store(tmp_path / "s", backend, collection_size=100)
+    data = dedup_heavy(48, seed=5)
+    raised = failing_encoder(monkeypatch, fail_at=6)
+    writer = store.writer(threads=2)
+    records: list[str] = []
+    with pytest.raises(CodecFault) as caught:
+        for sample in data:
+            records.append(writer.write(sample))
+        writer.close()
+    assert raised and caught.value is raised[0]  # the worker's own exception
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(ClosedError, match="storing a sample failed: CodecFault"):
+        writer.write(data[0])
+    writer.close()
+    assert list(store.directory.glob("*.index")) == []  # no record of the file published
+    with store.reader() as reader:  # a record of the failed file reads right or raises
+        for record, sample in zip(records, data):
+            try:
+                got = reader.read(record)
+            except CorruptDataError as err:
+                assert "not stored it" in str(err)
+            else:
+                np.testing.assert_array_equal(got, sample)
+    monkeypatch.undo()
+    with store.writer(threads=2) as second:  # nothing to deduplicate against
+        again = [second.write(sample) for sample in data[:DISTINCT]]
+    assert {decode_record(r).uid for r in again}.isdisjoint({decode_record(r).uid for r in records})
+    with store.reader() as reader:
+        for record, sample in zip(again, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+def test_an_error_in_the_calling_thread_takes_no_slot(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path / "s", "01")
+    data = dedup_heavy(DISTINCT, seed=6)
+    failing_encoder(monkeypatch, fail_at=3)
+    with store.writer(threads=0) as writer:
+        records = [writer.write(sample) for sample in data[:2]]
+        with pytest.raises(CodecFault):
+            writer.write(data[2])
+        records += [writer.write(sample) for sample in data[2:]]  # the writer goes on
+    assert [decode_record(r).index for r in records] == list(range(DISTINCT))
+    (index_file,) = store.directory.glob("*.index")
+    assert [line.split(" ", 1)[1] for line in index_file.read_text().splitlines()] == records
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_the_writing_process_reads_samples_stored_as_they_are(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    noise = np.random.default_rng(7).integers(0, 256, (12, *SHAPE), dtype=np.uint8)
+    store = make_store(tmp_path / "s", backend)
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in noise]
+        writer.flush()
+        # The same HDF5 file, shared within the process; the last sample stored first.
+        with h5py.File(store.collection_files()[0], "r", swmr=True) as f:
+            last = decode_record(records[-1])
+            np.testing.assert_array_equal(f[last.dataset][last.index], noise[-1])
+        with store.reader() as reader:
+            for record, sample in zip(records[::-1], noise[::-1]):
+                np.testing.assert_array_equal(reader.read(record), sample)
+        assert writer.write(noise[0].copy()) == records[0]  # a duplicate: nothing stored
+        with store.reader() as reader:
+            np.testing.assert_array_equal(reader.read(records[-1]), noise[-1])
+
+
+def test_small_chunks_are_encoded_in_the_calling_thread(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sample_backends, "QUEUE_MIN_CHUNK_BYTES", SHAPE[0] * SHAPE[1] + 1)
+    threads: set[str] = set()
+    original = sample_chunks.ChunkEncoder.encode
+
+    def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        threads.add(threading.current_thread().name)
+        return original(encoder, chunk)
+
+    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+    store = make_store(tmp_path / "s", "01")
+    data = dedup_heavy(DISTINCT, seed=8)
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in data]
+        assert not writer._current._queue  # type: ignore[union-attr]
+        with store.reader() as reader:  # each stored and flushed before write returned
+            for record, sample in zip(records[::-1], data[::-1]):
+                np.testing.assert_array_equal(reader.read(record), sample)
+    assert threads == {threading.main_thread().name}
