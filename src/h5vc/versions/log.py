@@ -133,8 +133,8 @@ class VersionLog:
             return False
         if name in self._infos or name in self._committed:
             return True
-        if self._by_time is not None or name == layout.FIRST_VERSION:
-            return False
+        if self._by_time is not None or name == layout.FIRST_VERSION or "/" in name or not name:
+            return False  # no version name holds "/" (a branch's may)
         filename = str(self._group.file.filename)
         with damaged(filename, f"Version group {self._group.name}/{name}"):
             if not self._group.id.links.exists(name.encode()):
