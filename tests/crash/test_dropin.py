@@ -295,3 +295,32 @@ def test_a_write_that_makes_no_progress_fails_the_commit(
         assert vf.versions == ["v1", "v3"]
         np.testing.assert_array_equal(vf["v1"]["x"][:], np.arange(100_000.0))
         assert vf["v3"]["x"][:2].tolist() == [1.0, 1.0]
+
+
+def test_recovery_under_a_drop_in_writer_leaves_no_stale_handle(tmp_path: Path) -> None:
+    """HDF5's handle of the crashed file is closed for good: HDF5 reads metadata as it
+    closes a file that keeps its free space, and a close that failed left the file
+    open inside HDF5, where the next open of the path shared its stale view ('bad
+    local heap signature' and wrong reads)."""
+    path = tmp_path / "data.h5"
+    with h5vc.open(str(path), "w") as vf:
+        for number in range(6):
+            with vf.stage_version(f"v{number}") as g:
+                data = np.arange(100_000.0) + number
+                if number == 0:
+                    g.create_dataset("x", data=data, chunks=(1000,), compression="gzip")
+                else:
+                    g["x"][:] = data
+        h5vc.delete_versions(vf, ["v1", "v2", "v3"])  # free space the file keeps
+    killed = _run(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
+    assert killed.returncode == 9, killed.stderr
+    open_files = h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
+    with h5py.File(path, "r+") as f:
+        assert h5vc.VersionedHDF5File(f).versions == ["v0", "v4", "v5"]
+    assert h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE) == open_files
+    with h5py.File(path, "r+") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        np.testing.assert_array_equal(vf["v5"]["x"][:], np.arange(100_000.0) + 5)
+        with vf.stage_version("v6") as g:
+            g["x"][:3] = -1
+        assert h5vc.verify(vf).ok

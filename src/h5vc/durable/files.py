@@ -21,6 +21,7 @@ writer gets :class:`~h5vc.errors.WriterActiveError`.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import fcntl
@@ -28,6 +29,7 @@ import gc
 import itertools
 import os
 import struct
+import tempfile
 import threading
 import time
 import warnings
@@ -467,15 +469,29 @@ def _write_unjournaled(path: str, reason: str) -> None:
 
 
 def _close_without_writing(file: h5py.File, path: str) -> None:
-    """Close HDF5's handle of ``file`` so that nothing it still holds reaches the file:
-    its descriptor is replaced by a read-only one first (HDF5's writes then fail)."""
-    readonly = os.open(path, os.O_RDONLY)
-    try:
-        os.dup2(readonly, file.id.get_vfd_handle())
-    finally:
-        os.close(readonly)
-    with contextlib.suppress(Exception):  # HDF5 reports the writes it could not make
+    """Close HDF5's handle of ``file`` so that nothing it writes at its close reaches
+    the file: its descriptor is replaced first by one of a scratch copy of the file,
+    which HDF5 reads and writes as it closes (it may read metadata then, and a close
+    that fails leaves the file open inside HDF5, where a later open of the same path
+    would share its stale view). The copy costs one pass over the file: it happens only
+    when a crashed writer's journal waits."""
+    with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))) as scratch:
+        # No room for a copy: HDF5 may fail to close (and keep the file open).
+        with contextlib.suppress(OSError), builtins.open(path, "rb") as source:
+            _copy(source.fileno(), scratch.fileno())
+        os.dup2(scratch.fileno(), file.id.get_vfd_handle())
+    with contextlib.suppress(Exception):  # what HDF5 cannot do at its close
         file.id.close()
+
+
+def _copy(source: int, target: int) -> None:
+    size = os.fstat(source).st_size
+    done = 0
+    while done < size:
+        copied = os.copy_file_range(source, target, size - done, done, done)
+        if copied <= 0:
+            raise OSError(errno.EIO, "the copy made no progress")
+        done += copied
 
 
 #: Drivers whose bytes h5vc cannot journal nor lock: a Python file object (HDF5's
