@@ -324,3 +324,19 @@ def test_recovery_under_a_drop_in_writer_leaves_no_stale_handle(tmp_path: Path) 
         with vf.stage_version("v6") as g:
             g["x"][:3] = -1
         assert h5vc.verify(vf).ok
+
+
+@pytest.mark.parametrize("maker", ["h5py", "h5vc"])
+def test_a_handle_closed_without_writing_is_closed_for_good(tmp_path: Path, maker: str) -> None:
+    """HDF5 lets go of the file (a close that failed kept it open inside HDF5, and the
+    next open of the path shared that stale view), and the file keeps its bytes."""
+    from h5vc.durable import files
+
+    path = tmp_path / "data.h5"
+    _make(path, maker)
+    open_files = h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
+    f = h5py.File(path, "r+")
+    before = path.read_bytes()  # HDF5 has marked its superblock open for writing
+    files._close_without_writing(f, str(path))
+    assert h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE) == open_files
+    assert path.read_bytes() == before
