@@ -49,6 +49,7 @@ __all__ = [
     "JournalConflictError",
     "JournalPendingError",
     "UnjournaledFileWarning",
+    "MergeBaseInUseError",
     "TimestampTypeError",
     "VersionNotCommittedError",
     "VersionPathError",
@@ -202,6 +203,11 @@ class TagImmutableError(RefExistsError):
 
 class RefInUseError(H5vcError, ValueError):
     """A version or branch cannot go: a branch or tag names it, or it is the current branch."""
+
+
+class MergeBaseInUseError(RefInUseError):
+    """A version to delete is the merge base of two live branches: a later merge of
+    them would find an older base and report changes as conflicts."""
 
 
 class MergeError(H5vcError, ValueError):

@@ -47,9 +47,11 @@ import numpy as np
 
 from h5vc.errors import (
     InvalidVersionNameError,
+    MergeBaseInUseError,
     RefInUseError,
     UnknownVersionToDeleteError,
 )
+from h5vc.lifecycle.merge import merge_base
 from h5vc.store import layout, timeindex, tree
 from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, erase_slots, move_slots
 from h5vc.versions import FileState, log_entry, resolve_state
@@ -96,6 +98,7 @@ def delete_versions(
     if not doomed:
         return
     check_refs(state, doomed, force)
+    check_merge_bases(state, doomed, force)
     survivors = [name for name in state.log.names() if name not in doomed]
     with state.operation(moves_chunks=True):  # all or nothing; caches are stale after
         parents = _repoint(state, doomed, survivors)
@@ -137,6 +140,31 @@ def check_refs(state: FileState, doomed: set[str], force: bool) -> None:
         raise RefInUseError(
             f"Cannot delete versions named by refs: {'; '.join(named)}. Move or delete "
             f"those refs first, or pass force=True."
+        )
+
+
+def check_merge_bases(state: FileState, doomed: set[str], force: bool) -> None:
+    """Refuse to delete the merge base of two branches, unless ``force``: a later merge
+    of them would take an older common ancestor as base and report what either side
+    changed since then as conflicts."""
+    if force:
+        return
+    heads = sorted(set(state.refs.branches.values()))
+    if len(heads) < 2:
+        return
+    needed: dict[str, list[str]] = {}
+    names = {head: [n for n, v in state.refs.branches.items() if v == head] for head in heads}
+    for i, a in enumerate(heads):
+        for b in heads[i + 1 :]:
+            base = merge_base(state, a, b)
+            if base in doomed and base not in (a, b):
+                needed.setdefault(base, []).append(f"{names[a][0]!r} and {names[b][0]!r}")
+    if needed:
+        said = "; ".join(f"{v!r} (of {', '.join(pairs)})" for v, pairs in sorted(needed.items()))
+        raise MergeBaseInUseError(
+            f"Cannot delete the merge base of live branches: {said}. A later merge of "
+            f"them needs it; merge or delete one of the branches first, or pass "
+            f"force=True (h5vc delete --force) to take an older common ancestor as base."
         )
 
 
