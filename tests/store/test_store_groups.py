@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import ItemsView, KeysView, ValuesView
+from typing import Any
+
 import h5py
 import numpy as np
 import pytest
@@ -45,6 +48,41 @@ def test_keys_values_items(tree: VersionedHDF5File) -> None:
     with tree.stage_version("v2") as g:
         assert sorted(g["a"].keys()) == ["b", "d"]
         assert_same_array(dict(g["a"].items())["d"][()], np.ones(3))
+
+
+def check_live_views(group: Any) -> None:
+    """keys(), values() and items() of ``group`` (holding b, d) are live views, as h5py's."""
+    keys, values, items = group.keys(), group.values(), group.items()
+    assert isinstance(keys, KeysView) and isinstance(values, ValuesView)
+    assert isinstance(items, ItemsView)
+    group["e"] = np.arange(2)  # the views made before see the change
+    del group["d"]
+    assert sorted(keys) == ["b", "e"] and len(keys) == 2 == len(values) == len(items)
+    assert "e" in keys and "d" not in keys and "b/c" in keys  # paths, as h5py groups take
+    assert keys & {"b", "x"} == {"b"} and keys - {"b"} == {"e"} and keys == {"b", "e"}
+    assert group["e"] in values and ("e", group["e"]) in items and ("d", group["b"]) not in items
+    assert sorted(name for name, _ in items) == ["b", "e"]
+    attribute_names = group.attrs.keys()
+    group.attrs["level"] = 1
+    assert isinstance(attribute_names, KeysView) and list(attribute_names) == ["level"]
+    assert list(group.attrs.values()) == [1] and list(group.attrs.items()) == [("level", 1)]
+
+
+def test_keys_values_items_are_live_views_like_h5py(
+    tree: VersionedHDF5File, h5file: h5py.File
+) -> None:
+    plain = h5file.create_group("plain")  # the reference: an h5py group
+    plain.create_group("b")["c"] = np.arange(5)
+    plain["d"] = np.ones(3)
+    check_live_views(plain)
+    with tree.stage_version("v2") as g:
+        check_live_views(g["a"])
+    committed = tree["v2"]["a"]
+    keys, values, items = committed.keys(), committed.values(), committed.items()
+    assert keys == {"b", "e"} and keys | {"x"} == {"b", "e", "x"} and "b/c" in keys
+    assert isinstance(values, ValuesView) and committed["e"] in values
+    assert isinstance(items, ItemsView) and ("b", committed["b"]) in items
+    assert list(committed.attrs.keys()) == ["level"] and ("level", 1) in committed.attrs.items()
 
 
 def test_visit(tree: VersionedHDF5File) -> None:

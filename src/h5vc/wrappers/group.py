@@ -108,7 +108,8 @@ class _GroupBase(Mapping[str, Any]):
         """Whether a link ``name`` exists in this group (nothing is opened)."""
         raise NotImplementedError
 
-    def keys(self) -> list[str]:  # type: ignore[override]
+    def _names(self) -> list[str]:
+        """The names of the members, in the order ``keys()`` gives them."""
         raise NotImplementedError
 
     def __getitem__(self, path: str) -> Any:
@@ -169,17 +170,12 @@ class _GroupBase(Mapping[str, Any]):
         )
         return found
 
+    # keys(), values() and items() are the live views of ``Mapping``, as h5py's are.
     def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(self.keys())
-
-    def values(self) -> list[Any]:  # type: ignore[override]
-        return [self._child(k) for k in self.keys()]
-
-    def items(self) -> list[tuple[str, Any]]:  # type: ignore[override]
-        return [(k, self._child(k)) for k in self.keys()]
+        return len(self._names())
 
     def visititems(self, func: Callable[[str, Any], Any]) -> Any:
         """Call ``func(relative_name, object)`` on every member, recursively, like h5py.
@@ -280,7 +276,7 @@ class CommittedGroup(_GroupBase):
         return self._group
 
     @reads
-    def keys(self) -> list[str]:  # type: ignore[override]
+    def _names(self) -> list[str]:
         return list(self._group.keys())
 
     @reads
@@ -354,7 +350,7 @@ class StagedGroup(_GroupBase):
         staging = self._state.staging
         return None if staging is None else f"{self._state.versions.name}/{staging}"
 
-    def keys(self) -> list[str]:  # type: ignore[override]
+    def _names(self) -> list[str]:
         names = [] if self._base is None else [k for k in self._base if k not in self._deleted]
         names += [k for k in self._loaded if k not in names]
         return names
