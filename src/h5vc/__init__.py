@@ -6,7 +6,8 @@ versions, deduplicated by SHA-256; every committed version is a real HDF5 group 
 virtual datasets that any HDF5 tool reads.
 
 The public names are imported on first use, so that ``import h5vc.staging`` (pure
-numpy) does not load h5py.
+numpy) does not load h5py; only the error types (a module of its own, importing
+nothing) are there from the start.
 """
 
 from __future__ import annotations
@@ -14,63 +15,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from h5vc.errors import (
-    AmbiguousRefError,
-    AncestorNotFoundError,
-    ArrayMismatchError,
-    BisectError,
-    CorruptDataError,
-    DatasetNotFoundError,
-    EmptyChangeError,
-    H5vcError,
-    InvalidOptionError,
-    InvalidRefNameError,
-    InvalidTimestampError,
-    MergeConflictError,
-    MergeError,
-    MergeParentError,
-    MetadataMismatchError,
-    MissingDependencyError,
-    NothingToMergeError,
-    NotLinearHistoryError,
-    NotVersionedError,
-    ReadOnlyError,
-    RefExistsError,
-    RefInUseError,
-    RefNotFoundError,
-    TagImmutableError,
-    TimestampOrderError,
-    UnrelatedHistoriesError,
-    UnsupportedDtypeError,
-    UnsupportedFormatError,
-    VersionExistsError,
-    VersionNotFoundError,
-    WriterActiveError,
-)
+from h5vc import errors
+from h5vc.errors import *  # noqa: F403  (every error and warning type is public)
 
-if TYPE_CHECKING:
-    from h5vc.api import VersionedHDF5File, open
-    from h5vc.lifecycle import (
-        delete_version,
-        delete_versions,
-        diff,
-        get_diff,
-        log,
-        modify_metadata,
-        repack,
-        stats,
-        verify,
-    )
-    from h5vc.readers import Reader
+if TYPE_CHECKING:  # what type checkers see of the names _PUBLIC imports on first use
+    from h5vc.api import VersionedHDF5File as VersionedHDF5File
+    from h5vc.api import open as open
+    from h5vc.lifecycle import delete_version as delete_version
+    from h5vc.lifecycle import delete_versions as delete_versions
+    from h5vc.lifecycle import diff as diff
+    from h5vc.lifecycle import get_diff as get_diff
+    from h5vc.lifecycle import log as log
+    from h5vc.lifecycle import modify_metadata as modify_metadata
+    from h5vc.lifecycle import repack as repack
+    from h5vc.lifecycle import stats as stats
+    from h5vc.lifecycle import verify as verify
+    from h5vc.readers import Reader as Reader
 
-#: Public name -> the module that defines it.
-_LAZY = {
+#: The public names, each with the module that defines it.  ``h5vc.<name>``,
+#: ``__all__`` and ``dir(h5vc)`` are all made from this table; every error and
+#: warning type of :mod:`h5vc.errors` is public.
+_PUBLIC: dict[str, str] = {
     "VersionedHDF5File": "h5vc.api",
     "open": "h5vc.api",
     "Reader": "h5vc.readers",
-    **{
-        name: "h5vc.lifecycle"
-        for name in (
+    **dict.fromkeys(
+        (
             "delete_version",
             "delete_versions",
             "diff",
@@ -80,9 +50,12 @@ _LAZY = {
             "repack",
             "stats",
             "verify",
-        )
-    },
+        ),
+        "h5vc.lifecycle",
+    ),
+    **dict.fromkeys(errors.__all__, "h5vc.errors"),
 }
+#: Submodules that ``h5vc.<name>`` imports on first use (not in ``__all__``).
 _SUBPACKAGES = frozenset(
     {
         "api",
@@ -112,13 +85,11 @@ def _version() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        value: Any = _version()
-        globals()[name] = value
-        return value
-    module = _LAZY.get(name)
+    module = _PUBLIC.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)
+    elif name == "__version__":
+        value = _version()
     elif name in _SUBPACKAGES:
         value = importlib.import_module(f"h5vc.{name}")
     else:
@@ -127,53 +98,8 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+__all__ = [*_PUBLIC, "__version__"]  # noqa: F405  (__version__ comes from __getattr__)
+
+
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_SUBPACKAGES, "__version__"})
-
-
-__all__ = [
-    "AmbiguousRefError",
-    "AncestorNotFoundError",
-    "ArrayMismatchError",
-    "BisectError",
-    "CorruptDataError",
-    "DatasetNotFoundError",
-    "EmptyChangeError",
-    "H5vcError",
-    "InvalidOptionError",
-    "InvalidRefNameError",
-    "InvalidTimestampError",
-    "MergeConflictError",
-    "MergeError",
-    "MergeParentError",
-    "TimestampOrderError",
-    "UnsupportedDtypeError",
-    "MetadataMismatchError",
-    "MissingDependencyError",
-    "NotLinearHistoryError",
-    "NotVersionedError",
-    "NothingToMergeError",
-    "ReadOnlyError",
-    "RefExistsError",
-    "RefInUseError",
-    "RefNotFoundError",
-    "TagImmutableError",
-    "UnrelatedHistoriesError",
-    "Reader",
-    "UnsupportedFormatError",
-    "VersionExistsError",
-    "VersionNotFoundError",
-    "VersionedHDF5File",
-    "WriterActiveError",
-    "__version__",
-    "delete_version",
-    "delete_versions",
-    "diff",
-    "get_diff",
-    "log",
-    "modify_metadata",
-    "open",
-    "repack",
-    "stats",
-    "verify",
-]
+    return sorted({*globals(), *__all__, *_SUBPACKAGES})

@@ -1,0 +1,85 @@
+"""The public face of ``h5vc``: one table of names gives ``h5vc.<name>``, ``__all__``
+and ``dir(h5vc)``; every error and warning type of ``h5vc.errors`` is among them."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import h5vc
+from h5vc import errors
+
+
+def defined_in_errors() -> set[str]:
+    """Every exception and warning class that ``h5vc/errors.py`` defines."""
+    return {
+        name
+        for name, value in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(value, BaseException) and value.__module__ == errors.__name__
+    }
+
+
+def test_errors_all_lists_every_error_and_warning_class() -> None:
+    defined = defined_in_errors()
+    assert {"H5vcError", "ClosedError", "UnjournaledFileWarning"} <= defined
+    assert len(errors.__all__) == len(set(errors.__all__)), "errors.__all__ has duplicates"
+    assert set(errors.__all__) == defined
+
+
+@pytest.mark.parametrize("name", sorted(defined_in_errors()))
+def test_every_error_is_a_public_name(name: str) -> None:
+    assert name in h5vc.__all__
+    assert getattr(h5vc, name) is getattr(errors, name)
+
+
+def test_all_has_no_duplicates_and_every_name_resolves() -> None:
+    assert len(h5vc.__all__) == len(set(h5vc.__all__))
+    for name in h5vc.__all__:
+        assert getattr(h5vc, name) is not None, name
+    assert h5vc.VersionedHDF5File.__module__ == "h5vc.api"
+    assert isinstance(h5vc.__version__, str)
+
+
+def test_dir_covers_all_and_the_lazy_submodules() -> None:
+    listed = dir(h5vc)
+    assert set(h5vc.__all__) <= set(listed)
+    assert {"api", "lifecycle", "errors"} <= set(listed)
+    assert listed == sorted(listed)
+
+
+def test_a_missing_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchError'"):
+        h5vc.NoSuchError  # noqa: B018
+    assert not hasattr(h5vc, "cli_does_not_exist")
+
+
+def test_type_checkers_see_the_lazy_names_of_the_table() -> None:
+    """The ``if TYPE_CHECKING:`` imports of ``h5vc/__init__.py`` re-export exactly the
+    names the table imports on first use, from the same modules."""
+    tree = ast.parse(Path(h5vc.__file__).read_text())
+    seen: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for statement in node.body:
+                assert isinstance(statement, ast.ImportFrom)
+                for alias in statement.names:
+                    assert alias.asname == alias.name, f"{alias.name} is not re-exported"
+                    seen[alias.name] = str(statement.module)
+    lazy = {name: module for name, module in h5vc._PUBLIC.items() if module != "h5vc.errors"}
+    assert seen == lazy
+
+
+def test_import_h5vc_loads_only_the_errors() -> None:
+    code = (
+        "import sys, h5vc; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('h5vc', 'h5py', 'numpy')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "['h5vc', 'h5vc.errors']"
