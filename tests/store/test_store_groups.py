@@ -62,9 +62,11 @@ def check_live_views(group: Any) -> None:
     assert keys & {"b", "x"} == {"b"} and keys - {"b"} == {"e"} and keys == {"b", "e"}
     assert group["e"] in values and ("e", group["e"]) in items and ("d", group["b"]) not in items
     assert sorted(name for name, _ in items) == ["b", "e"]
+    assert repr(keys).endswith(" ['b', 'e']>")  # the names show, as h5py's <KeysViewHDF5 [...]>
     attribute_names = group.attrs.keys()
     group.attrs["level"] = 1
     assert isinstance(attribute_names, KeysView) and list(attribute_names) == ["level"]
+    assert repr(attribute_names).endswith(" ['level']>")
     assert list(group.attrs.values()) == [1] and list(group.attrs.items()) == [("level", 1)]
 
 
@@ -83,6 +85,7 @@ def test_keys_values_items_are_live_views_like_h5py(
     assert isinstance(values, ValuesView) and committed["e"] in values
     assert isinstance(items, ItemsView) and ("b", committed["b"]) in items
     assert list(committed.attrs.keys()) == ["level"] and ("level", 1) in committed.attrs.items()
+    assert repr(keys) == "<NamesView ['b', 'e']>"
 
 
 def test_visit(tree: VersionedHDF5File) -> None:

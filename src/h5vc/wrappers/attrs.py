@@ -16,6 +16,7 @@ import numpy as np
 
 from h5vc.errors import ReadOnlyError
 from h5vc.store.attributes import attribute_names, read_attributes
+from h5vc.wrappers.views import NamesView
 
 __all__ = ["CommittedAttributes", "StagedAttributes"]
 
@@ -52,6 +53,9 @@ class CommittedAttributes(Mapping[str, Any]):
         with self._read() as attrs:
             names = [key for key in attribute_names(attrs) if key not in self._hidden]
         return iter(names)
+
+    def keys(self) -> NamesView:
+        return NamesView(self)
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -131,6 +135,9 @@ class StagedAttributes(MutableMapping[str, Any]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(list(self._data()))
+
+    def keys(self) -> NamesView:
+        return NamesView(self)
 
     def __len__(self) -> int:
         return len(self._data())

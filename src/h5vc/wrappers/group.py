@@ -37,6 +37,7 @@ from h5vc.wrappers.dataset import (
     open_committed_dataset,
     reopen_version,
 )
+from h5vc.wrappers.views import NamesView
 
 __all__ = ["CommittedGroup", "CommittedViews", "StagedGroup"]
 
@@ -170,7 +171,10 @@ class _GroupBase(Mapping[str, Any]):
         )
         return found
 
-    # keys(), values() and items() are the live views of ``Mapping``, as h5py's are.
+    # keys(), values() and items() are live views, as h5py's are (those of ``Mapping``).
+    def keys(self) -> NamesView:
+        return NamesView(self)
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())
 
