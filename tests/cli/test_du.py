@@ -30,6 +30,7 @@ def tangled(tmp_path: Path) -> Path:
             g.create_dataset("same", data=np.full(50, 3), chunks=(10,))
             g.create_dataset("sparse", data=np.zeros(40), chunks=(10,))
             g.create_group("deep").create_group("h").create_dataset("k", data=np.arange(9))
+            g.create_group("empty")
         vf.create_branch("main")
         vf.create_branch("dev")
         vf.switch_branch("main")

@@ -17,7 +17,6 @@ import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
-from h5vc.errors import CorruptDataError
 from h5vc.store import layout
 from h5vc.store.tree import find
 from h5vc.versions import FileState, dataset_chunks, object_address
@@ -188,6 +187,7 @@ class _IrregularLinks(Exception):
 def _objects(state: FileState, versions: list[str]) -> dict[int, _Object]:
     """Every committed dataset object, by address, with the versions that link it,
     in the order of the versions, then of the paths in each (by name, depth first).
+    Empty groups are listed too (they are not told from datasets without opening).
 
     One HDF5 walk over the links of every version lists each group once, however
     many versions hard-link it: the members of an unchanged (hard-linked) group are
@@ -197,7 +197,6 @@ def _objects(state: FileState, versions: list[str]) -> dict[int, _Object]:
         children = _children(state.versions)
     except _IrregularLinks:
         return _objects_through_h5py(state, versions)
-    kinds: dict[int, bool] = {}  # address -> is a dataset
     found: dict[int, _Object] = {}
     for version in versions:
         address = children.roots.get(version)
@@ -211,16 +210,11 @@ def _objects(state: FileState, versions: list[str]) -> dict[int, _Object]:
                 if member in children.members:
                     stack.append((member, f"{prefix}{leaf}/"))
                     continue
-                is_dataset = kinds.get(member)
-                if is_dataset is None:
-                    info = h5py.h5o.get_info(state.versions.id, name)
-                    is_dataset = kinds[member] = info.type == h5py.h5o.TYPE_DATASET
-                if is_dataset:
-                    path = f"{prefix}{leaf}"
-                    entry = found.get(member)
-                    if entry is None:
-                        entry = found[member] = _Object(path, name)
-                    entry.versions.append(version)
+                # A dataset, or an empty group (the caller opens it, and skips it).
+                entry = found.get(member)
+                if entry is None:
+                    entry = found[member] = _Object(f"{prefix}{leaf}", name)
+                entry.versions.append(version)
     # Paths come out in reverse within a version (a stack): restore the walk order.
     return _ordered(found, versions)
 
@@ -309,10 +303,7 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         for obj in _objects(state, names).values():
             dataset = h5py.h5o.open(state.versions.id, obj.name)
             if not isinstance(dataset, h5py.h5d.DatasetID):
-                raise CorruptDataError(
-                    f"Expected a dataset at {obj.name.decode()!r} of {state.filename!r} "
-                    f"(it was one when the versions were walked). Got another object."
-                )
+                continue  # an empty group (or a named datatype): no data
             logical = int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
             entry = usage.datasets.setdefault(obj.path, DatasetUsage(obj.path))
             entry.versions += len(obj.versions)
