@@ -8,6 +8,7 @@ over its slot count), so compression is accounted for.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,21 +170,105 @@ class Usage:
 
 @dataclass
 class _Object:
-    """One committed dataset object and the versions that link it."""
+    """One committed dataset object and the versions that link it.
+
+    ``name`` is a path from the ``versions`` group to one link of it
+    (``version/path``, as bytes)."""
 
     path: str
-    parent: h5py.Group
-    name: str
+    name: bytes
     versions: list[str] = field(default_factory=list)
 
 
+class _IrregularLinks(Exception):
+    """A version holds a link that is not a hard link: walk it through h5py."""
+
+
 def _objects(state: FileState, versions: list[str]) -> dict[int, _Object]:
-    """Every committed dataset object, by address, with the versions that link it."""
+    """Every committed dataset object, by address, with the versions that link it,
+    in the order of the versions, then of the paths in each (by name, depth first).
+    Empty groups are listed too (they are not told from datasets without opening).
+
+    One HDF5 walk over the links of every version lists each group once, however
+    many versions hard-link it: the members of an unchanged (hard-linked) group are
+    not listed again.  A version holding a soft or external link is walked through
+    h5py instead (:func:`_objects_through_h5py`)."""
+    try:
+        children = _children(state.versions)
+    except _IrregularLinks:
+        return _objects_through_h5py(state, versions)
+    found: dict[int, _Object] = {}
+    for version in versions:
+        address = children.roots.get(version)
+        if address is None:
+            return _objects_through_h5py(state, versions)
+        stack = [(address, "")]
+        while stack:
+            group, prefix = stack.pop()
+            members = children.members.get(group, [])
+            for leaf, member, name in reversed(members):
+                if member in children.members:
+                    stack.append((member, f"{prefix}{leaf}/"))
+                    continue
+                # A dataset, or an empty group (the caller opens it, and skips it).
+                entry = found.get(member)
+                if entry is None:
+                    entry = found[member] = _Object(f"{prefix}{leaf}", name)
+                entry.versions.append(version)
+    # Paths come out in reverse within a version (a stack): restore the walk order.
+    return _ordered(found, versions)
+
+
+def _ordered(found: dict[int, _Object], versions: list[str]) -> dict[int, _Object]:
+    """``found`` in the order of first link: by version, then path (depth first)."""
+    rank = {name: i for i, name in enumerate(versions)}
+
+    def key(item: tuple[int, _Object]) -> tuple[int, tuple[str, ...]]:
+        obj = item[1]
+        return rank[obj.versions[0]], tuple(obj.path.split("/"))
+
+    for obj in found.values():
+        obj.versions.sort(key=rank.__getitem__)
+    return dict(sorted(found.items(), key=key))
+
+
+@dataclass
+class _Children:
+    """Every group below ``versions``, by address: its members ``(name, address,
+    path from versions)`` by name; and the address of each version group."""
+
+    members: dict[int, list[tuple[str, int, bytes]]] = field(default_factory=dict)
+    roots: dict[str, int] = field(default_factory=dict)
+
+
+def _children(versions: h5py.Group) -> _Children:
+    found = _Children()
+    addresses: dict[bytes, int] = {}
+
+    def visit(name: bytes, info: Any) -> None:
+        if info.type != h5py.h5l.TYPE_HARD:
+            raise _IrregularLinks(name)
+        address = addresses[name] = int(info.u)
+        parent, _, leaf = name.rpartition(b"/")
+        if not parent:
+            found.roots[leaf.decode()] = address
+            found.members.setdefault(address, [])
+        else:
+            # HDF5 lists a group's members right after it, once, however many
+            # links it has: only groups with members become keys.
+            found.members.setdefault(addresses[parent], []).append((leaf.decode(), address, name))
+
+    versions.id.links.visit(visit, idx_type=h5py.h5.INDEX_NAME, info=True)
+    return found
+
+
+def _objects_through_h5py(state: FileState, versions: list[str]) -> dict[int, _Object]:
     found: dict[int, _Object] = {}
     for version in versions:
         for path, parent, name in _walk(state.versions[version]):
             key = int(h5py.h5o.get_info(parent.id, name.encode()).addr)
-            found.setdefault(key, _Object(path, parent, name)).versions.append(version)
+            link = f"{version}/{path}".encode()
+            found.setdefault(key, _Object(path, link)).versions.append(version)
     return found
 
 
@@ -199,45 +284,147 @@ def _walk(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.Group
 
 def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda n: None) -> Usage:
     """Logical size, stored bytes and bytes shared with other versions, per version and
-    per dataset path.  ``advance(1)`` is called once per dataset object examined."""
+    per dataset path.  ``advance(1)`` is called once per dataset object examined.
+
+    Work grows with the dataset objects, not with the links to them: a dataset that
+    versions share (hard-linked, unchanged) is read once, and the datasets of a
+    group they share are listed once.  Each object's slots are read from its virtual
+    mappings as runs, and each path's counts are taken over runs, not chunks."""
     state = vf.file_state
-    names = state.log.names()
-    usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
-    usage.versions = {name: dict(logical_bytes=0, stored_bytes=0, shared_bytes=0) for name in names}
-    slot_size = _SlotSizes(state)
-    per_path: dict[str, list[tuple[_Object, np.ndarray]]] = {}
-    for obj in _objects(state, names).values():
-        dataset = obj.parent[obj.name]
-        logical = int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
-        entry = usage.datasets.setdefault(obj.path, DatasetUsage(obj.path))
-        entry.versions += len(obj.versions)
-        entry.logical_bytes += logical * len(obj.versions)
-        for version in obj.versions:
-            usage.versions[version]["logical_bytes"] += logical
-        per_path.setdefault(obj.path, []).append(
-            (obj, _used(state, obj.versions[0], obj.path, dataset))
-        )
-        advance(1)
-    for path, objects in per_path.items():
-        _count_path(usage, path, objects, slot_size(path))
+    with state.reading():
+        names = state.log.names()
+        usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
+        usage.versions = {
+            name: dict(logical_bytes=0, stored_bytes=0, shared_bytes=0) for name in names
+        }
+        slot_size = _SlotSizes(state)
+        stores = _Stores(state)
+        per_path: dict[str, list[tuple[_Object, _Runs]]] = {}
+        for obj in _objects(state, names).values():
+            dataset = h5py.h5o.open(state.versions.id, obj.name)
+            if not isinstance(dataset, h5py.h5d.DatasetID):
+                continue  # an empty group (or a named datatype): no data
+            logical = int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
+            entry = usage.datasets.setdefault(obj.path, DatasetUsage(obj.path))
+            entry.versions += len(obj.versions)
+            entry.logical_bytes += logical * len(obj.versions)
+            for version in obj.versions:
+                usage.versions[version]["logical_bytes"] += logical
+            per_path.setdefault(obj.path, []).append((obj, _slot_runs(state, stores, obj, dataset)))
+            advance(1)
+        for path, objects in per_path.items():
+            _count_path(usage, path, objects, slot_size(path))
     return usage
 
 
+@dataclass
+class _Runs:
+    """The distinct slots one dataset object uses, as sorted, disjoint runs
+    ``[start, stop)``."""
+
+    start: np.ndarray
+    stop: np.ndarray
+
+    @classmethod
+    def of_slots(cls, slots: np.ndarray) -> _Runs:
+        used = np.unique(slots[slots >= 0])
+        if not len(used):
+            return cls(used, used)
+        breaks = np.flatnonzero(np.diff(used) != 1) + 1
+        return cls(used[np.r_[0, breaks]], used[np.r_[breaks - 1, len(used) - 1]] + 1)
+
+
+class _Stores:
+    """Per dataset path: its own store's ``raw_data`` name, rows and chunk shape."""
+
+    def __init__(self, state: FileState):
+        self._state = state
+        self._facts: dict[str, tuple[str, int, tuple[int, ...]] | None] = {}
+
+    def __call__(self, path: str) -> tuple[str, int, tuple[int, ...]] | None:
+        if path not in self._facts:
+            store = self._state.store(path)
+            self._facts[path] = (
+                None
+                if store is None
+                else (str(store.raw_data.name), int(store.raw_data.shape[0]), store.chunks)
+            )
+        return self._facts[path]
+
+
+def _slot_runs(
+    state: FileState, stores: _Stores, obj: _Object, dataset: h5py.h5d.DatasetID
+) -> _Runs:
+    """The slots ``dataset`` uses: from its mappings' source blocks when they are the
+    plain case (hyperslabs of its own store's raw_data, aligned to whole slots, inside
+    it), else from its chunk map (which checks the mappings, and raises where they
+    are damaged)."""
+    facts = stores(obj.path)
+    runs = None if facts is None else _source_runs(dataset, *facts)
+    if runs is None:
+        version = obj.versions[0]
+        chunk_map = state.chunk_map(version, obj.path, h5py.Dataset(dataset))
+        runs = _Runs.of_slots(chunk_map.slots)
+    return runs
+
+
+def _source_runs(
+    dataset: h5py.h5d.DatasetID, raw_data: str, rows: int, chunks: tuple[int, ...]
+) -> _Runs | None:
+    dcpl = dataset.get_create_plist()
+    if dcpl.get_layout() != h5py.h5d.VIRTUAL:
+        return None
+    ndim = len(chunks)
+    runs: list[tuple[int, int]] = []
+    for i in range(dcpl.get_virtual_count()):
+        space = dcpl.get_virtual_srcspace(i)
+        if space.get_select_type() != h5py.h5s.SEL_HYPERSLABS:
+            return None
+        if dcpl.get_virtual_dsetname(i) != raw_data or dcpl.get_virtual_filename(i) != ".":
+            return None
+        for first, last in space.get_select_hyper_blocklist().tolist():
+            if len(first) != ndim or first[0] % chunks[0] or last[0] >= rows:
+                return None  # left to the chunk map, which knows what is wrong
+            if any(a != 0 or b >= c for a, b, c in zip(first[1:], last[1:], chunks[1:])):
+                return None
+            runs.append((first[0] // chunks[0], last[0] // chunks[0] + 1))
+    runs.sort()
+    merged = len(runs) < 2 or all(b[0] >= a[1] for a, b in itertools.pairwise(runs))
+    if not merged:
+        # Overlapping runs (a chunk stored once, used twice): count each slot once.
+        slots = [np.arange(a, b) for a, b in runs]
+        return _Runs.of_slots(np.concatenate(slots))
+    array = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
+    return _Runs(array[:, 0], array[:, 1])
+
+
 def _count_path(
-    usage: Usage, path: str, objects: list[tuple[_Object, np.ndarray]], slot_size: float
+    usage: Usage, path: str, objects: list[tuple[_Object, _Runs]], slot_size: float
 ) -> None:
     """Add the stored and shared bytes of one dataset path's objects to ``usage``."""
-    all_slots = [slots for _, slots in objects]
-    n = int(max((s.max() for s in all_slots if len(s)), default=-1)) + 1
-    users = np.zeros(n, dtype=np.int64)  # versions using each slot
-    for obj, slots in objects:
-        users[slots] += len(obj.versions)
+    weights = np.asarray([len(obj.versions) for obj, _ in objects], dtype=np.int64)
+    lengths = np.asarray([len(runs.start) for _, runs in objects], dtype=np.int64)
+    starts = np.concatenate([runs.start for _, runs in objects]).astype(np.int64)
+    stops = np.concatenate([runs.stop for _, runs in objects]).astype(np.int64)
+    owner = np.repeat(np.arange(len(objects)), lengths)
+    n = int(stops.max(initial=0))
+    # Versions using each slot, from +weight at each run's start, -weight at its stop.
+    change = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(change, starts, weights[owner])
+    np.add.at(change, stops, -weights[owner])
+    users = np.cumsum(change[:-1])
+    shared_before = np.concatenate([[0], np.cumsum(users > 1)])
     entry = usage.datasets[path]
     entry.stored_bytes = round(np.count_nonzero(users) * slot_size)
-    entry.shared_bytes = round(np.count_nonzero(users > 1) * slot_size)
-    for obj, slots in objects:
-        shared = np.count_nonzero(users[slots] > 1)
+    entry.shared_bytes = round(int(shared_before[-1]) * slot_size)
+    used = np.bincount(owner, weights=stops - starts, minlength=len(objects))
+    shared = np.bincount(
+        owner, weights=shared_before[stops] - shared_before[starts], minlength=len(objects)
+    )
+    for (obj, _), n_used, n_shared in zip(objects, used.tolist(), shared.tolist()):
+        stored_bytes = round(int(n_used) * slot_size)
+        shared_bytes = round(int(n_shared) * slot_size)
         for version in obj.versions:
             row = usage.versions[version]
-            row["stored_bytes"] += round(len(slots) * slot_size)
-            row["shared_bytes"] += round(shared * slot_size)
+            row["stored_bytes"] += stored_bytes
+            row["shared_bytes"] += shared_bytes

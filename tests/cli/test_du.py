@@ -1,0 +1,164 @@
+"""``h5vc du`` against a brute-force count over every version's chunk maps."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+import h5vc
+from h5vc.cli._stats import disk_usage
+
+
+@pytest.fixture
+def tangled(tmp_path: Path) -> Path:
+    """Branches, a merge, deleted versions and datasets, hard-linked datasets and
+    groups, chunks stored once and used twice, fill chunks, and a dataset created
+    again with another dtype (a second store for one path)."""
+    path = tmp_path / "tangled.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(100), chunks=(10,))
+            group = g.create_group("g")
+            group.create_dataset("y", data=np.ones((4, 6)), chunks=(2, 3))  # one chunk, 4x
+            group.create_dataset("z", data=np.arange(30.0), chunks=(7,))
+            g.create_dataset("same", data=np.full(50, 3), chunks=(10,))
+            g.create_dataset("sparse", data=np.zeros(40), chunks=(10,))
+            g.create_group("deep").create_group("h").create_dataset("k", data=np.arange(9))
+            g.create_group("empty")
+        vf.create_branch("main")
+        vf.create_branch("dev")
+        vf.switch_branch("main")
+        with vf.stage_version("v2", branch="main") as g:
+            g["x"][15] = -1
+        with vf.stage_version("v3", branch="main") as g:
+            g["x"][40:60] = 5
+            g["sparse"][12] = 1.5
+            del g["g"]["z"]
+        with vf.stage_version("d1", branch="dev", make_current=False) as g:
+            g["x"][95] = 7
+            g["g"]["y"][0, 0] = 2
+            g.create_dataset("w", data=np.arange(12), chunks=(4,))
+        vf.merge("dev", into="main", name="m")
+        with vf.stage_version("v4", branch="main") as g:
+            del g["x"]
+        with vf.stage_version("v5", branch="main") as g:
+            g.create_dataset("x", data=np.linspace(0, 1, 30), chunks=(6,))
+            g["same"][0] = 9  # a chunk no other version uses
+        h5vc.delete_versions(vf, ["v2"])
+    return path
+
+
+def _datasets(group: h5py.Group, prefix: str = "") -> list[tuple[str, h5py.Dataset]]:
+    found = []
+    for name in sorted(group):
+        obj = group[name]
+        if isinstance(obj, h5py.Group):
+            found += _datasets(obj, f"{prefix}{name}/")
+        else:
+            found.append((f"{prefix}{name}", obj))
+    return found
+
+
+def brute_force(vf: Any) -> dict[str, Any]:
+    """Every version's every dataset, its chunk map read on its own."""
+    state = vf.file_state
+    with state.reading():
+        versions: dict[str, dict[str, int]] = {}
+        datasets: dict[str, dict[str, int]] = {}
+        used: dict[tuple[str, str], set[int]] = {}
+        users: Counter[tuple[str, int]] = Counter()
+        for version in state.log.names():
+            row = versions[version] = dict(logical_bytes=0, stored_bytes=0, shared_bytes=0)
+            for path, dataset in _datasets(state.versions[version]):
+                slots = state.chunk_map(version, path, dataset).slots
+                used[version, path] = {int(s) for s in slots.ravel() if s >= 0}
+                users.update((path, s) for s in used[version, path])
+                logical = int(np.prod(dataset.shape)) * dataset.dtype.itemsize
+                row["logical_bytes"] += logical
+                entry = datasets.setdefault(path, dict(versions=0, logical_bytes=0))
+                entry["versions"] += 1
+                entry["logical_bytes"] += logical
+
+        def slot_bytes(path: str) -> float:
+            store = state.store(path)
+            return store.raw_data.id.get_storage_size() / store.n_slots
+
+        for (version, path), slots in used.items():
+            size = slot_bytes(path)
+            versions[version]["stored_bytes"] += round(len(slots) * size)
+            shared = sum(users[path, s] > 1 for s in slots)
+            versions[version]["shared_bytes"] += round(shared * size)
+        for path, entry in datasets.items():
+            mine = [n for (p, _), n in users.items() if p == path]
+            entry["stored_bytes"] = round(len(mine) * slot_bytes(path))
+            entry["shared_bytes"] = round(sum(n > 1 for n in mine) * slot_bytes(path))
+    return {"versions": versions, "datasets": datasets}
+
+
+def _as_brute(vf: Any) -> dict[str, Any]:
+    usage = disk_usage(vf)
+    return {
+        "versions": usage.versions,
+        "datasets": {
+            path: {k: v for k, v in entry.as_dict().items() if k != "path"}
+            for path, entry in usage.datasets.items()
+        },
+    }
+
+
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_du_matches_a_count_over_every_chunk_map(tangled, mode):
+    with h5vc.open(str(tangled), mode) as vf:
+        got = _as_brute(vf)
+        expected = brute_force(vf)
+    assert got == expected
+    # Datasets listed in the order they first appear: by version, then path.
+    assert (
+        list(got["datasets"])
+        == list(expected["datasets"])
+        == [
+            "deep/h/k",
+            "g/y",
+            "g/z",
+            "same",
+            "sparse",
+            "x",
+            "w",
+        ]
+    )
+    # What the fixture is for: chunks used twice in one version, unshared chunks.
+    assert got["datasets"]["g/y"]["stored_bytes"] < got["datasets"]["g/y"]["logical_bytes"]
+    assert got["versions"]["v4"]["logical_bytes"] < got["versions"]["m"]["logical_bytes"]
+    assert got["datasets"]["same"]["stored_bytes"] > got["datasets"]["same"]["shared_bytes"]
+    assert got["versions"]["v5"]["stored_bytes"] > got["versions"]["v5"]["shared_bytes"]
+
+
+def test_du_command_prints_the_same_counts(tangled, run):
+    usage = json.loads(run("du", tangled, "--json").output)
+    with h5vc.open(str(tangled)) as vf:
+        expected = brute_force(vf)
+    assert {row.pop("version"): row for row in usage["versions"]} == expected["versions"]
+    assert {entry.pop("path").lstrip("/"): entry for entry in usage["datasets"]} == expected[
+        "datasets"
+    ]
+
+
+def test_du_of_a_file_changed_by_a_writer_since_the_reader_opened_it(tangled):
+    """A read-only handle opened before a commit counts the versions committed since."""
+    with h5vc.open(str(tangled)) as reader:
+        before = _as_brute(reader)
+        with (
+            h5vc.open(str(tangled), "r+") as writer,
+            writer.stage_version("v6", branch="main") as g,
+        ):
+            g["same"][0] = 9
+        after = _as_brute(reader)
+        expected = brute_force(reader)
+    assert "v6" not in before["versions"]
+    assert after == expected and "v6" in after["versions"]
