@@ -4,16 +4,16 @@ without losing a version."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from killharness import open_versioned
+from pyrun import run_python
 
 import h5vc
 from h5vc.durable import journal
@@ -25,27 +25,18 @@ from h5vc.errors import (
 )
 
 
-def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def _make(path: Path, opener: str = "h5vc") -> None:
-    """One version ``v1`` holding ``x`` = 0..99999 in chunks of 1000."""
-    data = np.arange(100_000.0)
-    if opener == "h5vc":
-        with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as g:
-            g.create_dataset("x", data=data, chunks=(1000,))
-    else:
-        with h5py.File(path, "w") as f:
-            vf = h5vc.VersionedHDF5File(f)
-            with vf.stage_version("v1") as g:
-                g.create_dataset("x", data=data, chunks=(1000,))
+def _make(
+    path: Path,
+    opener: str = "h5vc",
+    data: np.ndarray | None = None,
+    chunks: tuple[int, ...] = (1000,),
+) -> None:
+    """One version ``v1`` holding ``x`` (default 0..99999), opened as ``opener`` says."""
+    data = np.arange(100_000.0) if data is None else data
+    with contextlib.ExitStack() as stack:
+        vf = open_versioned(stack, str(path), "w", opener)
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=data, chunks=chunks)
 
 
 #: A writer killed between writing its pages and marking its journal clean.
@@ -72,7 +63,7 @@ def test_a_plain_h5py_writer_after_a_crash_rolls_back_first(tmp_path: Path, cras
     path = tmp_path / "data.h5"
     _make(path)
     opened = _OPENS[crashed].format(path=str(path))
-    killed = _run(_CRASHING_WRITER.format(open=opened))
+    killed = run_python(_CRASHING_WRITER.format(open=opened))
     assert killed.returncode == 9, killed.stderr
     assert os.path.exists(journal_path(path))
     with h5py.File(path, "r+") as f:
@@ -116,7 +107,7 @@ def test_a_drop_in_writer_holds_the_file(tmp_path: Path) -> None:
     _make(path, "h5py")
     with h5py.File(path, "r+") as f:
         vf = h5vc.VersionedHDF5File(f)
-        other = _run(
+        other = run_python(
             f"""
             import h5py, h5vc
             try:
@@ -153,7 +144,7 @@ def test_an_h5vc_writer_keeps_plain_h5py_writers_out(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
     _make(path)
     with h5vc.open(str(path), "r+") as vf:
-        other = _run(
+        other = run_python(
             f"""
             import h5py, h5vc
             try:
@@ -185,7 +176,7 @@ def test_an_h5vc_writer_is_refused_while_plain_h5py_writes(tmp_path: Path) -> No
     _make(path)
     with h5py.File(path, "r+") as f:
         f.attrs["note"] = "plain h5py"
-        other = _run(
+        other = run_python(
             f"""
             import h5vc
             try:
@@ -204,7 +195,7 @@ def test_a_file_changed_after_a_crash_is_not_rolled_back(tmp_path: Path) -> None
     changes nothing."""
     path = tmp_path / "data.h5"
     _make(path)
-    killed = _run(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
+    killed = run_python(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
     assert killed.returncode == 9, killed.stderr
     with h5py.File(path, "r+", locking=False) as f:  # ignores the journal
         f.create_dataset("elsewhere", data=np.arange(5000))
@@ -228,7 +219,7 @@ def test_a_file_that_cannot_be_taken_over_says_so(tmp_path: Path) -> None:
         with vf.stage_version("v2") as g:
             g["x"][0] = 5
         assert x[0] == 0
-    killed = _run(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
+    killed = run_python(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
     assert killed.returncode == 9, killed.stderr
     with h5py.File(path, "r+") as f:
         x = f["_version_data/versions/v1/x"]
@@ -256,14 +247,7 @@ def test_short_writes_are_completed(
 
     path = tmp_path / "data.h5"
     monkeypatch.setattr(os, "pwrite", short)
-    if opener == "h5vc":
-        with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as g:
-            g.create_dataset("x", data=data, chunks=(4096,))
-    else:
-        with h5py.File(path, "w") as f:
-            vf = h5vc.VersionedHDF5File(f)
-            with vf.stage_version("v1") as g:
-                g.create_dataset("x", data=data, chunks=(4096,))
+    _make(path, opener, data, chunks=(4096,))
     monkeypatch.undo()
     with h5vc.open(str(path)) as vf:
         np.testing.assert_array_equal(vf["v1"]["x"][:], data)
@@ -312,7 +296,7 @@ def test_recovery_under_a_drop_in_writer_leaves_no_stale_handle(tmp_path: Path) 
                 else:
                     g["x"][:] = data
         h5vc.delete_versions(vf, ["v1", "v2", "v3"])  # free space the file keeps
-    killed = _run(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
+    killed = run_python(_CRASHING_WRITER.format(open=_OPENS["h5vc"].format(path=str(path))))
     assert killed.returncode == 9, killed.stderr
     open_files = h5py.h5f.get_obj_count(h5py.h5f.OBJ_ALL, h5py.h5f.OBJ_FILE)
     with h5py.File(path, "r+") as f:

@@ -13,9 +13,9 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
+from killharness import open_versioned
 
 import h5vc
 from h5vc.durable import files
@@ -86,12 +86,8 @@ def _check(vf: h5vc.VersionedHDF5File, model: dict[str, dict[str, np.ndarray]]) 
 
 @contextlib.contextmanager
 def _open(path: Path, opener: str) -> Iterator[h5vc.VersionedHDF5File]:
-    if opener == "h5vc":
-        with h5vc.open(str(path), "r+") as vf:
-            yield vf
-    else:
-        with h5py.File(path, "r+") as f:
-            yield h5vc.VersionedHDF5File(f)
+    with contextlib.ExitStack() as stack:
+        yield open_versioned(stack, str(path), "r+", opener)
 
 
 @pytest.mark.parametrize("opener", ["h5vc", "h5py"])

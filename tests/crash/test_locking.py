@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pyrun import run_python
 
 import h5vc
 from h5vc.errors import WriterActiveError
-
-
-def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_a_second_writer_is_refused_and_readers_read(tmp_path: Path) -> None:
@@ -29,7 +17,7 @@ def test_a_second_writer_is_refused_and_readers_read(tmp_path: Path) -> None:
     with h5vc.open(str(path), "w") as vf:
         with vf.stage_version("v1") as g:
             g.create_dataset("x", data=np.arange(10))
-        second = _run(
+        second = run_python(
             f"""
             import h5vc
             try:
@@ -42,7 +30,7 @@ def test_a_second_writer_is_refused_and_readers_read(tmp_path: Path) -> None:
         assert second.returncode == 0, second.stderr
         assert "refused:" in second.stdout
         assert str(path) in second.stdout and "another process is writing" in second.stdout
-        reader = _run(
+        reader = run_python(
             f"""
             import h5vc
             with h5vc.open({str(path)!r}) as vf:
@@ -64,7 +52,7 @@ def test_a_second_writer_is_refused_and_readers_read(tmp_path: Path) -> None:
 
 def test_a_killed_writer_leaves_no_lock(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
-    killed = _run(
+    killed = run_python(
         f"""
         import os, signal, numpy as np, h5vc
         with h5vc.open({str(path)!r}, "w") as vf:
