@@ -23,6 +23,7 @@ from h5vc.errors import (
     VersionNotFoundError,
     VersionPathError,
 )
+from h5vc.hdf5.damage import damaged
 from h5vc.lifecycle.branching import (
     RefsMixin,
     check_version_name,
@@ -31,7 +32,6 @@ from h5vc.lifecycle.branching import (
 )
 from h5vc.lifecycle.verify import rebuild_hash_tables
 from h5vc.store import layout
-from h5vc.store.damage import damaged
 from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
     FileState,

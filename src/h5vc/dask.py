@@ -32,8 +32,8 @@ from h5vc.api import VersionedHDF5File
 from h5vc.blockwrite import block_chunks, check_fits, create_dataset, is_dask_array, store
 from h5vc.errors import DatasetNotFoundError, MissingDependencyError, VersionNotFoundError
 from h5vc.filecache import OpenFile, clear, file_stamp, forget, open_file
+from h5vc.hdf5.codecs import serial
 from h5vc.remote import is_url
-from h5vc.store.codecs import serial
 from h5vc.wrappers import CommittedDataset
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"h5vc.wrappers"},
     {"h5vc.versions"},
     {"h5vc.store", "h5vc.samples", "h5vc.filecache", "h5vc.durable"},
-    {"h5vc.staging"},
+    {"h5vc.hdf5", "h5vc.staging"},
     {
         "h5vc.hashing",
         "h5vc.chunking",
@@ -158,6 +158,23 @@ def test_no_import_cycles() -> None:
         if module not in state:
             walk(module)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_hdf5_floor_knows_nothing_above_it() -> None:
+    """``h5vc.hdf5`` holds HDF5's bytes: it never imports the store, the sample
+    stores or anything built on them, and the store and samples share it."""
+    above = {unit(m) for m in MODULES if rank(m) < rank("h5vc.hdf5.header")}
+    assert {"h5vc.store", "h5vc.samples", "h5vc.versions", "h5vc.api"} <= above
+    offenders = [
+        f"{module}:{line} imports {target}"
+        for module in MODULES
+        if unit(module) == "h5vc.hdf5"
+        for target, line, _ in imports(module)
+        if unit(target) in above
+    ]
+    assert not offenders, offenders
+    users = {unit(m) for m in MODULES for t, _, _ in imports(m) if unit(t) == "h5vc.hdf5"}
+    assert {"h5vc.store"} <= users
 
 
 def test_staging_never_imports_h5py() -> None:

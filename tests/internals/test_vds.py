@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from h5vc.errors import UnsupportedFormatError
-from h5vc.store import mappings as mappings_module
+from h5vc.hdf5 import mappings as mappings_module
+from h5vc.hdf5.header import DATASPACE, LAYOUT, HeaderDamage, stored_messages
+from h5vc.hdf5.mappings import Mappings, _heap_object, decode_mappings, stored_mappings
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.header import DATASPACE, LAYOUT, HeaderDamage, stored_messages
-from h5vc.store.mappings import Mappings, _heap_object, decode_mappings, stored_mappings
 from h5vc.store.vds import (
     _mappings_from_hdf5,
     create_virtual_dataset,

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import h5vc
-from h5vc.store.btree import chunk_index
-from h5vc.store.header import LAYOUT, object_messages
+from h5vc.hdf5.btree import chunk_index
+from h5vc.hdf5.header import LAYOUT, object_messages
 
 
 def _hdf5_index(dataset: h5py.Dataset) -> tuple[np.ndarray, ...]:

@@ -9,7 +9,8 @@ import hdf5plugin
 import numpy as np
 import pytest
 
-from h5vc.store import codecs, rawdata
+from h5vc.hdf5 import codecs
+from h5vc.store import rawdata
 from h5vc.store.rawdata import RawDataStore
 
 FILTERS = {

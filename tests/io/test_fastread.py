@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File, delete_versions
 from h5vc.hashing import hash_in_batches
-from h5vc.store import codecs, fastread, rawdata, reading
+from h5vc.hdf5 import codecs
+from h5vc.store import fastread, rawdata, reading
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]

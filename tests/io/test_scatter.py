@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File
-from h5vc.store import fastread, scatter
+from h5vc.hdf5 import scatter
+from h5vc.store import fastread
 
 pytestmark = pytest.mark.skipif(not scatter.available(), reason="no preadv in the C library")
 

@@ -55,7 +55,7 @@ def header_address(path: str, obj: str) -> int:
 def mappings_address(path: str, obj: str) -> int:
     """The file offset of the mapping list of the virtual dataset ``obj`` (the data of
     its global heap object)."""
-    from h5vc.store.header import LAYOUT, stored_messages
+    from h5vc.hdf5.header import LAYOUT, stored_messages
 
     parent, _, name = obj.rpartition("/")
     with h5py.File(path, "r") as f:

@@ -21,7 +21,7 @@ import pytest
 
 import h5vc
 from h5vc.errors import CorruptDataError
-from h5vc.store.header import HeaderDamage, PositionedReader, check_header_bytes
+from h5vc.hdf5.header import HeaderDamage, PositionedReader, check_header_bytes
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -193,8 +193,8 @@ def test_flipped_mapping_list_byte(path: str) -> None:
 
 
 def _mapping_list_size(path: str, obj: str) -> int:
-    from h5vc.store.header import LAYOUT, stored_messages
-    from h5vc.store.mappings import _heap_object
+    from h5vc.hdf5.header import LAYOUT, stored_messages
+    from h5vc.hdf5.mappings import _heap_object
 
     parent, _, name = obj.rpartition("/")
     with h5py.File(path, "r") as f:

@@ -233,7 +233,7 @@ def test_tasks_read_in_their_own_thread(
 ) -> None:
     """Outside a task, reads are shared out over h5vc's pool; a Dask task reads alone in
     its thread (Dask already runs one task per core)."""
-    from h5vc.store import codecs, scatter
+    from h5vc.hdf5 import codecs, scatter
     from h5vc.wrappers import direct
 
     monkeypatch.setattr(direct, "HDF5_READ_BYTES", -1)  # positioned reads at every size

@@ -6,12 +6,12 @@ Committed chunks never move, except when a store is compacted or rewritten (whic
 per open store (HDF5's chunk-index iteration) and kept in a :class:`ChunkTable`; a
 hyperslab of ``raw_data`` is then read with positioned reads.  Where the stored rows
 land in long contiguous stretches of the result (1-D data, chunks as wide as the
-result) they are read straight into it (:mod:`h5vc.store.scatter`); otherwise runs of
+result) they are read straight into it (:mod:`h5vc.hdf5.scatter`); otherwise runs of
 chunks that lie one after the other in the file are read in pieces of
 :data:`PIECE_BYTES` into a buffer of the reading thread and copied into place, the
 pieces shared out between threads in the order of their place in the result.
 Compressed chunks are read raw, in runs of adjacent chunks by the thread that decodes
-them (:mod:`h5vc.store.codecs`), on all cores.
+them (:mod:`h5vc.hdf5.codecs`), on all cores.
 
 :class:`FastReader` serves what it can and says so; HDF5 serves the rest: a file
 not opened with the ``sec2`` driver (no descriptor: a Python file object, the core
@@ -31,11 +31,11 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
-from h5vc.store import codecs, scatter
-from h5vc.store.btree import chunk_index
-from h5vc.store.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
-from h5vc.store.damage import damaged, slot_count
-from h5vc.store.header import file_descriptor
+from h5vc.hdf5 import codecs, scatter
+from h5vc.hdf5.btree import chunk_index
+from h5vc.hdf5.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
+from h5vc.hdf5.damage import damaged, slot_count
+from h5vc.hdf5.header import file_descriptor
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
@@ -51,7 +51,7 @@ BUFFER_BYTES = 256 << 10
 PIECE_BYTES = 1 << 20
 
 #: Stretches of the result at least this long are read straight into it
-#: (:mod:`h5vc.store.scatter`); shorter ones through a buffer and numpy's copy.
+#: (:mod:`h5vc.hdf5.scatter`); shorter ones through a buffer and numpy's copy.
 SCATTER_MIN_BYTES = 64 << 10
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
@@ -313,7 +313,7 @@ class FastReader:
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
     ) -> list[_Task]:
         """Tasks whose rows land in long contiguous stretches of ``destination`` read
-        straight into it by one :mod:`h5vc.store.scatter` read; returns the others.
+        straight into it by one :mod:`h5vc.hdf5.scatter` read; returns the others.
 
         Short stretches (a 100x100 chunk of a wide 2-D result is 100 stretches of 800
         bytes) stay with the buffered path: the kernel's copy per stretch costs as

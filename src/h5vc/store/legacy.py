@@ -25,9 +25,9 @@ import numpy as np
 
 from h5vc.errors import CorruptDataError
 from h5vc.hashing import chunk_hash
+from h5vc.hdf5.header import trust_dataset_header
 from h5vc.store import layout, tree
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.header import trust_dataset_header
 
 __all__ = ["LEGACY_DATA_VERSIONS", "RebuiltTables", "rebuild_hash_tables"]
 

@@ -35,9 +35,10 @@ from h5vc.errors import (
     UnsupportedDtypeError,
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
-from h5vc.store import codecs, fastread
-from h5vc.store.damage import damaged, slot_count
-from h5vc.store.header import check_dataset_header, trust_dataset_header
+from h5vc.hdf5 import codecs
+from h5vc.hdf5.damage import damaged, slot_count
+from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
+from h5vc.store import fastread
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,

@@ -17,9 +17,9 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.hdf5.damage import damaged
 from h5vc.staging import StagedChangesArray
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.damage import damaged
 from h5vc.store.fastread import fast_reader
 
 __all__ = ["RawDataSlab", "read_fill", "staged_array"]

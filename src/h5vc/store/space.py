@@ -21,8 +21,8 @@ from typing import Any
 
 import h5py
 
+from h5vc.hdf5.header import check_dataset_header
 from h5vc.store import layout
-from h5vc.store.header import check_dataset_header
 from h5vc.store.rawdata import slots_in_use
 
 __all__ = [

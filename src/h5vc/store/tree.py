@@ -16,11 +16,11 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError, NotVersionedError, UnsupportedFormatError
+from h5vc.hdf5.header import check_dataset_header
+from h5vc.hdf5.mappings import Mappings, stored_mappings
 from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.header import check_dataset_header
-from h5vc.store.mappings import Mappings, stored_mappings
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
@@ -382,7 +382,7 @@ def store_paths(version_data: h5py.Group, *, with_hash_table: bool = True) -> li
     (and a hash_table, unless ``with_hash_table`` is false).
 
     Only groups are opened; a store's datasets are not, and their object headers are
-    checked (:func:`~h5vc.store.header.check_dataset_header`) before HDF5 reads them.
+    checked (:func:`~h5vc.hdf5.header.check_dataset_header`) before HDF5 reads them.
     """
     paths: list[str] = []
 

@@ -29,8 +29,8 @@ import numpy as np
 from h5py import h5d, h5p, h5s
 
 from h5vc.errors import UnsupportedFormatError
+from h5vc.hdf5.mappings import Mappings
 from h5vc.store.chunkmap import ChunkMap, Runs
-from h5vc.store.mappings import Mappings
 
 __all__ = [
     "MAX_CLASS_RUNS",

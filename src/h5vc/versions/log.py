@@ -12,8 +12,8 @@ import h5py
 import numpy as np
 
 from h5vc.errors import VersionNotFoundError
+from h5vc.hdf5.damage import damaged
 from h5vc.store import layout, timeindex
-from h5vc.store.damage import damaged
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
 __all__ = ["VersionInfo", "VersionLog", "log_entry"]

@@ -28,10 +28,10 @@ from h5vc.errors import (
     UnsupportedFormatError,
     VersionNotFoundError,
 )
+from h5vc.hdf5.damage import damaged
+from h5vc.hdf5.mappings import Mappings, stored_mappings
 from h5vc.store import layout, legacy, tree
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.damage import damaged
-from h5vc.store.mappings import Mappings, stored_mappings
 from h5vc.store.rawdata import RawDataStore
 from h5vc.store.vds import read_chunk_map
 from h5vc.versions.cache import LRUCache
@@ -425,7 +425,7 @@ class FileState:
         self, version: str, path: str, group: h5py.Group, name: str
     ) -> Mappings | None:
         """The mappings of dataset ``group[name]`` (``path`` in ``version``) read from
-        the file before HDF5 opens it (see :mod:`h5vc.store.mappings`), unless its
+        the file before HDF5 opens it (see :mod:`h5vc.hdf5.mappings`), unless its
         chunk map is known already (then HDF5 has opened it before)."""
         if self._chunk_maps.get((version, path.strip("/"))) is not None:
             return None

@@ -19,10 +19,10 @@ import h5py
 import numpy as np
 
 from h5vc.errors import ClosedError, InvalidOptionError, ReadOnlyError, VersionNotFoundError
+from h5vc.hdf5.mappings import Mappings
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.mappings import Mappings
 from h5vc.store.reading import RawDataSlab, read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, Link
 from h5vc.versions.reading import reads

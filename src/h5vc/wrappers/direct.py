@@ -24,9 +24,9 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.hdf5.damage import damaged
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.damage import damaged
 from h5vc.store.reading import RawDataSlab
 from h5vc.store.vds import source_name
 

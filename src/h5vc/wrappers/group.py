@@ -19,10 +19,10 @@ from h5vc.errors import (
     NotSupportedError,
     ReadOnlyError,
 )
+from h5vc.hdf5.damage import damaged
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.damage import damaged
 from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join

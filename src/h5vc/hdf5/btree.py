@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
-from h5vc.store.header import LAYOUT, HeaderDamage, PositionedReader, object_messages
+from h5vc.hdf5.header import LAYOUT, HeaderDamage, PositionedReader, object_messages
 
 __all__ = ["ChunkIndex", "chunk_index"]
 

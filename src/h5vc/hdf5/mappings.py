@@ -19,7 +19,7 @@ here is then what HDF5 holds, and gives the chunk map without one HDF5 call per
 mapping (two copies of a dataspace each, 25 to 30 µs per mapping).
 
 Only files opened read-only are read this way (see
-:func:`~h5vc.store.header.stored_messages`); encodings this module does not know
+:func:`~h5vc.hdf5.header.stored_messages`); encodings this module does not know
 (point selections, "all" selections, version-2 object headers) are left to HDF5.
 """
 
@@ -32,7 +32,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError
-from h5vc.store.header import (
+from h5vc.hdf5.header import (
     DATASPACE,
     LAYOUT,
     HeaderDamage,

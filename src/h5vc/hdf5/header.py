@@ -10,8 +10,8 @@ are inconsistent.
 
 :func:`stored_messages` and :func:`object_messages` hand the raw messages of a header
 to the readers that decode what they point to from the file's bytes: a virtual
-dataset's mapping list (:mod:`h5vc.store.mappings`) and a chunk index
-(:mod:`h5vc.store.btree`). They answer only for files opened read-only, whose bytes
+dataset's mapping list (:mod:`h5vc.hdf5.mappings`) and a chunk index
+(:mod:`h5vc.hdf5.btree`). They answer only for files opened read-only, whose bytes
 are what HDF5 reads.
 
 Only version-1 object headers (HDF5's default, without a checksum) are walked here:
