@@ -1,4 +1,4 @@
-"""Imports point down only: the layers of docs/design.md, checked on the source.
+"""Imports point down only: the layers of docs/architecture.md, checked on the source.
 
 Every module of ``src/h5vc`` is parsed with ``ast``; every import (module level,
 inside functions, under ``if TYPE_CHECKING:``) is resolved to the h5vc module it
@@ -19,7 +19,7 @@ import h5vc
 
 SRC = Path(h5vc.__file__).resolve().parent
 
-#: Layers from the top down, as in docs/design.md; a package's name is its key.
+#: Layers from the top down, as in docs/architecture.md; a package's name is its key.
 LAYERS: list[set[str]] = [
     {"h5vc.cli"},
     {"h5vc.xarray"},
@@ -69,7 +69,7 @@ def rank(module: str) -> int:
     for number, layer in enumerate(LAYERS):
         if name in layer:
             return number
-    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS and docs/design.md")
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS and docs/architecture.md")
 
 
 def is_type_checking(node: ast.If) -> bool:
