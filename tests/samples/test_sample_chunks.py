@@ -13,15 +13,22 @@ import hdf5plugin
 import numpy as np
 import pytest
 
+from h5vc.hdf5.chunktable import ChunkLocation, sample_table
 from h5vc.samples import chunks
 from h5vc.samples.chunks import (
     BLOSC_FILTER,
     ChunkDecodeError,
     ChunkDecoder,
-    chunk_locations,
     fletcher32,
 )
 from h5vc.samples.options import BLOSC_COMPLIBS, parse_compression
+
+
+def chunk_locations(dataset: h5py.Dataset) -> list[ChunkLocation] | None:
+    """Every sample's chunk location in the floor's chunk table of ``dataset``."""
+    table = sample_table(dataset)
+    return None if table is None else [table.location(i) for i in range(len(table))]
+
 
 #: Every combination of compression options the options module accepts.
 ACCEPTED = [

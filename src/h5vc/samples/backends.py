@@ -35,7 +35,8 @@ from h5vc.errors import (
     DataFileNotFoundError,
     RecordFormatError,
 )
-from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder, ChunkLocation, chunk_locations
+from h5vc.hdf5.chunktable import ChunkTable, sample_table
+from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
@@ -78,11 +79,9 @@ QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 QUEUE_MIN_CHUNK_BYTES = 8 * 1024
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
-#: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
-#: locations and the sample shape of a chunk.
-#: A dataset's chunk decoder, the same without Fletcher-32 checks, its chunk locations
-#: and the sample shape of a chunk.
-_ChunkTable = tuple[ChunkDecoder, ChunkDecoder, list[ChunkLocation], tuple[int, ...]]
+#: What a reader needs to read a dataset's samples without HDF5: its chunk decoder,
+#: the same without Fletcher-32 checks, its chunk table and the sample shape of a chunk.
+_Readable = tuple[ChunkDecoder, ChunkDecoder, ChunkTable, tuple[int, ...]]
 #: How to check a decoded sample: a function of the sample and the value it must return.
 SampleCheck = tuple[Callable[[np.ndarray], str], str] | None
 
@@ -527,7 +526,7 @@ class CollectionReader:
         self._index_path = index_path(directory, uid)
         self._dtype = schema.dtype
         self._datasets: dict[str, _SampleIO] = {}
-        self._chunks: dict[str, _ChunkTable | None] = {}
+        self._chunks: dict[str, _Readable | None] = {}
         self._fd: int | None = None
         self._digests: dict[str, str] | None = None
         self._open()
@@ -583,7 +582,7 @@ class CollectionReader:
             sample_io = self._datasets[name] = _SampleIO(node)
         return sample_io
 
-    def _chunk_table(self, name: str) -> _ChunkTable | None:
+    def _chunk_table(self, name: str) -> _Readable | None:
         """Decoder, chunk locations and the sample shape of a chunk of dataset ``name``, or
         None to read it through HDF5."""
         table = None
@@ -591,10 +590,10 @@ class CollectionReader:
             dataset = self._dataset(name).dataset
             decoder = ChunkDecoder.for_dataset(dataset)
             if decoder is not None and dataset.dtype.str == self._dtype.str:
-                locations = chunk_locations(dataset)
-                if locations is not None:
+                chunks = sample_table(dataset)
+                if chunks is not None:
                     unchecked = decoder.without_fletcher_check()
-                    table = (decoder, unchecked, locations, tuple(dataset.chunks[1:]))
+                    table = (decoder, unchecked, chunks, tuple(dataset.chunks[1:]))
         except Exception:  # any trouble here: read through HDF5, which reports it
             table = None
         self._chunks[name] = table
@@ -631,7 +630,7 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None:
             return None
-        decoder, unchecked, locations, chunk = table
+        decoder, unchecked, chunks, chunk = table
         check: SampleCheck = None
         if isinstance(record, Record01):
             check = (sample_xxh64, record.checksum)
@@ -640,7 +639,7 @@ class CollectionReader:
             if digest is not None:
                 decoder, check = unchecked, (content_digest, digest)
         try:
-            location = locations[record.index]
+            location = chunks.location(record.index)
             if location is None:
                 return None
             offset, size, mask = location
@@ -672,8 +671,8 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None or not table[0].checksummed:
             return
-        locations = table[2]
-        location = locations[record.index] if record.index < len(locations) else None
+        chunks = table[2]
+        location = chunks.location(record.index) if record.index < len(chunks) else None
         if location is not None and location[1] < 4:
             raise CorruptDataError(
                 f"Expected sample {record.index} of dataset {record.dataset!r} in "

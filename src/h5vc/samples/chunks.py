@@ -50,7 +50,6 @@ __all__ = [
     "ChunkDecodeError",
     "ChunkDecoder",
     "ChunkEncoder",
-    "chunk_locations",
     "fletcher32",
 ]
 
@@ -67,9 +66,6 @@ _BLOSC_COMPRESSORS = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib"
 
 #: numcodecs' Fletcher-32 codec, created on first use (importing numcodecs takes a while).
 _fletcher32_codec: Any = None
-
-#: A chunk's file offset, stored size and filter mask; ``None`` for a chunk never written.
-ChunkLocation = tuple[int, int, int] | None
 
 
 def _blosc_module() -> Any:
@@ -240,31 +236,6 @@ class ChunkDecoder:
         if raw.size != out.nbytes:
             raise ChunkDecodeError(f"Expected {out.nbytes} bytes. The chunk holds {raw.size}.")
         out.reshape(-1).view(np.uint8)[...] = raw
-
-
-def chunk_locations(dataset: h5py.Dataset) -> list[ChunkLocation] | None:
-    """File offset and size of the stored chunk of every sample of ``dataset``.
-
-    For a dataset of one sample per chunk along its first axis; ``None`` if it has another
-    layout, the file has a user block (chunk addresses would be relative to it) or this
-    HDF5 cannot list chunks. An entry is ``(offset, size, filter mask)``, or ``None`` for
-    a chunk never written.
-    """
-    sample_chunk = tuple(max(dim, 1) for dim in dataset.shape[1:])
-    iterate = getattr(dataset.id, "chunk_iter", None)
-    if (
-        iterate is None
-        or dataset.chunks != (1, *sample_chunk)
-        or dataset.file.id.get_create_plist().get_userblock() != 0
-    ):
-        return None
-    locations: list[ChunkLocation] = [None] * dataset.shape[0]
-
-    def visit(info: Any) -> None:
-        locations[info.chunk_offset[0]] = (info.byte_offset, info.size, info.filter_mask)
-
-    iterate(visit)
-    return locations
 
 
 class ChunkEncoder:
