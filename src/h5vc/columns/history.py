@@ -16,7 +16,16 @@ import numpy as np
 
 from h5vc.columns.column import read_table, store_samples, write_table
 from h5vc.columns.schema import ATTR_COLUMN, ColumnSchema, check_sample
-from h5vc.columns.storage import SampleSlots, sample_checksum, slots_of
+from h5vc.columns.storage import (
+    ATTR_SCHEMA as ATTR_SAMPLES,
+)
+from h5vc.columns.storage import (
+    SAMPLES_GROUP,
+    SampleSlots,
+    digest_of,
+    sample_checksum,
+    slots_of,
+)
 from h5vc.columns.table import KEYS, RECORDS, Table
 from h5vc.errors import CorruptDataError
 from h5vc.store import layout
@@ -24,7 +33,16 @@ from h5vc.store.attributes import read_attributes
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link
 
-__all__ = ["ColumnDiff", "diff_columns", "merge_column", "open_column", "referenced_slots"]
+__all__ = [
+    "ColumnDiff",
+    "check_samples",
+    "diff_columns",
+    "live_columns",
+    "merge_column",
+    "open_column",
+    "referenced_slots",
+    "release_samples",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,3 +283,136 @@ def referenced_slots(group: h5py.Group) -> tuple[str, np.ndarray] | None:
         return None
     schema, table = opened
     return schema.uid, slots_of(table.records)
+
+
+def live_columns(versions: h5py.Group, names: list[str]) -> list[tuple[h5py.Group, list[str]]]:
+    """Every column object the versions ``names`` hold (a column shared by several
+    versions through hard links once), with the versions that hold it."""
+    found: dict[int, tuple[h5py.Group, list[str]]] = {}
+    walked: dict[int, list[int]] = {}  # group address -> column addresses below it
+    for name in names:
+        for address in _columns_below(versions[name], found, walked):
+            found[address][1].append(name)
+    return list(found.values())
+
+
+def _columns_below(
+    group: h5py.Group,
+    found: dict[int, tuple[h5py.Group, list[str]]],
+    walked: dict[int, list[int]],
+) -> list[int]:
+    address = h5py.h5o.get_info(group.id).addr
+    known = walked.get(address)
+    if known is not None:
+        return known
+    columns: list[int] = []
+    for name in group:
+        info = h5py.h5o.get_info(group.id, name.encode())
+        if info.type != h5py.h5o.TYPE_GROUP:
+            continue
+        child = group[name]
+        if ATTR_COLUMN in child.attrs:
+            found.setdefault(info.addr, (child, []))
+            columns.append(info.addr)
+        else:
+            columns += _columns_below(child, found, walked)
+    walked[address] = columns
+    return columns
+
+
+def release_samples(state: FileState, survivors: list[str]) -> int:
+    """Free the slots of every sample store that no column of ``survivors`` references
+    (after ``delete_versions``; later commits reuse them). The number freed."""
+    group = state.root.get(SAMPLES_GROUP)
+    if group is None:
+        return 0
+    keep: dict[str, list[np.ndarray]] = {}
+    for column, _ in live_columns(state.versions, survivors):
+        used = referenced_slots(column)
+        if used is not None:
+            keep.setdefault(used[0], []).append(used[1])
+    freed = 0
+    for uid in list(group):
+        store = SampleSlots(group[uid], _stored_schema(group[uid]))
+        slots = keep.get(uid, [])
+        freed += store.release(np.concatenate(slots) if slots else np.zeros(0, np.int64))
+    return freed
+
+
+def _stored_schema(group: h5py.Group) -> ColumnSchema:
+    return ColumnSchema.from_json(group.attrs[ATTR_SAMPLES], f"{group.name}")
+
+
+#: Samples read at a time by :func:`check_samples`.
+CHECK_BATCH = 4096
+
+
+def check_samples(state: FileState, names: list[str]) -> list[tuple[str, str, tuple[str, ...]]]:
+    """``(object, message, versions)`` for every referenced sample that is missing,
+    unreadable, or not what its record and the store's digest say."""
+    problems: list[tuple[str, str, tuple[str, ...]]] = []
+    for column, holders in live_columns(state.versions, names):
+        where = column.name or ""
+        versions = tuple(sorted(holders))
+        try:
+            opened = open_column(column)
+            assert opened is not None
+            schema, table = opened
+            store = SampleSlots.open(state.root, schema)
+            if store is None:
+                if len(table):
+                    problems.append((where, f"sample store {schema.uid} is missing", versions))
+                continue
+            problems += _check_table(store, schema, table, where, versions)
+        except (CorruptDataError, OSError, KeyError, ValueError) as err:
+            problems.append((where, f"cannot be read: {err}", versions))
+    return problems
+
+
+def _check_table(
+    store: SampleSlots, schema: ColumnSchema, table: Table, where: str, versions: tuple[str, ...]
+) -> list[tuple[str, str, tuple[str, ...]]]:
+    problems = []
+    keys = table.keys.tolist()
+    slots = slots_of(table.records)
+    digests = store.digests()
+    for start in range(0, len(slots), CHECK_BATCH):
+        batch = slots[start : start + CHECK_BATCH]
+        records = table.records[start : start + CHECK_BATCH]
+        for offset, slot in enumerate(batch.tolist()):
+            key = keys[start + offset]
+            if slot >= len(digests) or not digests[slot].any():
+                problems.append((where, f"key {key!r}: slot {slot} holds no sample", versions))
+        try:
+            if schema.variable_shape:
+                samples: Any = [
+                    store.read_one(int(slot), tuple(int(n) for n in records["shape"][i]))
+                    for i, slot in enumerate(batch.tolist())
+                ]
+            else:
+                samples = store.read_fixed(batch)
+        except (CorruptDataError, OSError) as err:
+            problems.append((where, f"samples cannot be read: {err}", versions))
+            continue
+        for offset, sample in enumerate(samples):
+            key = keys[start + offset]
+            slot = int(batch[offset])
+            if sample_checksum(sample) != int(records["checksum"][offset]):
+                problems.append(
+                    (
+                        where,
+                        f"key {key!r}: the sample in slot {slot} does not match its "
+                        f"xxhash64 {int(records['checksum'][offset]):016x}",
+                        versions,
+                    )
+                )
+            elif slot < len(digests) and digests[slot].tobytes() != digest_of(sample):
+                problems.append(
+                    (
+                        where,
+                        f"key {key!r}: the sample in slot {slot} does not match the "
+                        f"store's content digest",
+                        versions,
+                    )
+                )
+    return problems
