@@ -398,6 +398,10 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
             deleted_rows, rows[edited], records[edited], new_keys, records[~edited]
         )
         node = self._node
+        stored = self._stored_schema
+        if stored is not None and stored.key_type != self._schema.key_type and KEYS in node:
+            # The datasets of a column committed empty, before its key type was known.
+            del node[KEYS], node[RECORDS]
 
         def create(name: str, data: np.ndarray, dtype: np.dtype) -> None:
             node.create_dataset(
