@@ -26,8 +26,8 @@ import xxhash
 
 from h5vc.columns.schema import ColumnSchema
 from h5vc.errors import CorruptDataError
+from h5vc.hdf5.codecs import Pipeline, pipeline_for
 from h5vc.samples.backends import chunk_shape
-from h5vc.samples.chunks import ChunkDecoder
 from h5vc.samples.schema import Schema
 
 __all__ = [
@@ -78,7 +78,7 @@ class SampleSlots:
         self.schema = schema
         self._digests: np.ndarray | None = None
         self._datasets: dict[int, h5py.Dataset] = {}
-        self._decoders: dict[str, ChunkDecoder] = {}
+        self._decoders: dict[str, Pipeline] = {}
 
     # -- opening ------------------------------------------------------------------
 
@@ -279,12 +279,13 @@ class SampleSlots:
         not understood."""
         if self.schema.backend != "01":
             return False
-        decoder = self._decoders.get(dataset.name)
+        name = dataset.name or ""
+        decoder = self._decoders.get(name)
         if decoder is None:
-            decoder = ChunkDecoder.for_dataset(dataset)
+            decoder = pipeline_for(dataset)
             if decoder is None:
                 return False
-            self._decoders[dataset.name] = decoder
+            self._decoders[name] = decoder
         read_chunk = dataset.id.read_direct_chunk
         zeros = (0,) * len(self.schema.shape)
         for row, position in zip(rows.tolist(), positions.tolist()):
@@ -294,7 +295,9 @@ class SampleSlots:
                 out[position] = 0
                 continue
             try:
-                decoder.decode_into(data, mask, out[position : position + 1])
+                decoder.decode_into(
+                    data, mask, out[position : position + 1].reshape(-1).view(np.uint8)
+                )
             except Exception as err:
                 raise CorruptDataError(
                     f"Expected the stored chunk of row {row} of {dataset.name} in "
