@@ -348,6 +348,11 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
                     f"Expected samples of dtype {self.dtype} for column {self._name!r}. Got "
                     f"an array of dtype {arrays.dtype} instead."
                 )
+            if arrays.ndim == 0:
+                raise SampleShapeError(
+                    f"Expected samples as an array of shape (n, *{self.shape}) for column "
+                    f"{self._name!r}. Got a 0-d array instead."
+                )
             check_shape(arrays.shape[1:], self._schema, self._name)
             batch = np.array(arrays, order="C")  # one copy for all
             samples: Sequence[np.ndarray] = list(batch)
