@@ -193,16 +193,15 @@ class _ColumnBase(Mapping[Any, Any]):
         objects stay the same."""
         cached = getattr(self, "_store_cache", None)
         if cached is not None and cached[0] == self._state.generation:
-            store: SampleSlots | None = cached[1]
-            assert store is not None
-            return store
+            kept: SampleSlots = cached[1]
+            return kept
         store = SampleSlots.open(self._state.root, self._schema)
-        self._store_cache = (self._state.generation, store)
         if store is None:
             raise CorruptDataError(
                 f"Expected the sample store of column {self._name!r} "
                 f"({self._schema.uid}) in {self._state.filename!r}. Got none."
             )
+        self._store_cache = (self._state.generation, store)
         return store
 
     def _read_records(self, records: np.ndarray) -> list[np.ndarray] | np.ndarray:
@@ -447,7 +446,7 @@ class CommittedColumn(_ColumnBase):
         self._schema = schema
         self._generation = state.generation
         self._table_cache: Table | None = None
-        self._group = group
+        del group  # reopened from the version on each read of the table
 
     @property
     def version_name(self) -> str:
