@@ -523,7 +523,8 @@ class CommittedColumn(_ColumnBase):
     ) -> ColumnDataset:
         """A picklable map-style dataset of the samples of ``keys`` (default: every
         key): ``len(ds)``, ``ds[i] == transform(col[keys[i]])``. Each process that
-        unpickles it opens the file read-only on first use."""
+        unpickles it opens the file read-only on first use; ``transform`` must pickle
+        too (a module-level function, not a lambda) for worker processes."""
         chosen = list(self) if keys is None else [self._key(key) for key in keys]
         missing = [key for key in chosen if key not in self._table().rows]
         if missing:
