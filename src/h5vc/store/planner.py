@@ -209,7 +209,7 @@ class ReadPlanner:
         self._itemsize = dtype.itemsize
         self._kind = dtype.kind
         self._run_ids: np.ndarray | None = None
-        self._grid_slots = chunk_map.slots if chunk_map.slots.size else None
+        self._grid_slots = chunk_map.slots if chunk_map.slots.size and chunk_map.shape else None
         #: Whether small reads go to the virtual dataset.
         self.virtual = (
             virtual is not None
