@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+import h5vc.config as config
+
 __all__ = ["Plan", "available", "plan", "run"]
 
 #: The most segments one ``preadv`` call takes (POSIX's ``IOV_MAX`` on Linux and macOS).
@@ -32,7 +34,7 @@ IOV_MAX = 1024
 
 #: A gap of at most this many bytes between two segments is read and thrown away;
 #: a longer one ends the call. Copying 8 KiB costs about what one more call does.
-MAX_GAP = 8 << 10
+MAX_GAP = config.SCATTER_MAX_GAP
 
 _preadv: Any = None
 

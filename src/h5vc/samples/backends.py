@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 import xxhash
 
+import h5vc.config as config
 from h5vc.chunking import ChunkCache, chunk_cache
 from h5vc.errors import (
     ClosedError,
@@ -61,24 +62,24 @@ __all__ = [
 ]
 
 #: Backend ``00`` chunks are about this size (bytes, before compression).
-CHUNK_TARGET_BYTES = 128 * 1024
+CHUNK_TARGET_BYTES = config.SAMPLE_CHUNK_TARGET_BYTES
 #: Backend ``00`` chunks hold several tiny samples until they reach this size.
-CHUNK_MIN_BYTES = 16 * 1024
+CHUNK_MIN_BYTES = config.SAMPLE_CHUNK_MIN_BYTES
 _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
 #: A collection file ``<uid>.hdf5`` is complete once its content index ``<uid>.index`` exists.
 INDEX_SUFFIX = ".index"
 #: :meth:`CollectionWriter.write_later` queues at most this many samples ...
-QUEUE_SAMPLES = 64
+QUEUE_SAMPLES = config.SAMPLE_QUEUE_SAMPLES
 #: ... of at most this many bytes in all ...
-QUEUE_BYTES = 64 * 1024 * 1024
+QUEUE_BYTES = config.SAMPLE_QUEUE_BYTES
 #: ... and none whose chunk is larger: Blosc splits such a chunk into blocks compressed
 #: on its own threads when the writing thread encodes it ...
-QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
+QUEUE_MAX_CHUNK_BYTES = config.SAMPLE_QUEUE_MAX_CHUNK_BYTES
 #: ... or smaller: encoding it costs less than handing it to a thread.
-QUEUE_MIN_CHUNK_BYTES = 8 * 1024
-_DEFAULT_CACHE_BYTES = 1024 * 1024
-_MAX_CACHE_BYTES = 64 * 1024 * 1024
+QUEUE_MIN_CHUNK_BYTES = config.SAMPLE_QUEUE_MIN_CHUNK_BYTES
+_DEFAULT_CACHE_BYTES = config.SAMPLE_CACHE_MIN_BYTES
+_MAX_CACHE_BYTES = config.SAMPLE_CACHE_MAX_BYTES
 #: What a reader needs to read a dataset's samples without HDF5: its chunk decoder,
 #: the same without Fletcher-32 checks, its chunk table and the sample shape of a chunk.
 _Readable = tuple[Pipeline, Pipeline, ChunkTable, tuple[int, ...]]

@@ -30,6 +30,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5 import codecs, scatter
 from h5vc.hdf5.chunktable import ChunkTable
@@ -41,18 +42,18 @@ __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
 #: Compressed chunks are fetched in runs of about this many stored bytes, each by the
 #: thread that decodes them, into a buffer small enough to stay in its cache.
-BUFFER_BYTES = 256 << 10
+BUFFER_BYTES = config.BUFFER_BYTES
 
 #: Uncompressed bytes are read in pieces of at most this size into a buffer of the
 #: reading thread (kept from read to read, so its pages are mapped once), then copied
 #: into place; the pieces are shared out between threads in the order of their place
 #: in the result. Full reads of 80 MB took the same time with 1, 4 or 16 MiB pieces;
 #: 256 KiB and smaller pieces pay for their count in Python overhead.
-PIECE_BYTES = 1 << 20
+PIECE_BYTES = config.PIECE_BYTES
 
 #: Stretches of the result at least this long are read straight into it
 #: (:mod:`h5vc.hdf5.scatter`); shorter ones through a buffer and numpy's copy.
-SCATTER_MIN_BYTES = 64 << 10
+SCATTER_MIN_BYTES = config.SCATTER_MIN_BYTES
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
@@ -487,7 +488,7 @@ def _fetch_run(fd: int, table: ChunkTable, run: list[_Task]) -> list[tuple[_Task
 _LOCAL = threading.local()
 
 #: A thread keeps buffers up to this size for its next read.
-KEEP_BYTES = 16 << 20
+KEEP_BYTES = config.KEEP_BYTES
 
 
 def _scratch(key: str, nbytes: int) -> np.ndarray:

@@ -17,6 +17,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.hdf5.damage import damaged
 from h5vc.staging import StagedChangesArray
 from h5vc.store.chunkmap import ChunkMap
@@ -28,7 +29,7 @@ __all__ = ["RawDataSlab", "read_fill", "staged_array"]
 #: serve a read of a few chunks in 30-60 us, less than the positioned-read path's fixed
 #: cost; from about 16 chunks of 8 KiB on, positioned reads win (1.4x at 64 Ki
 #: float64, 3.6x at 256 Ki).
-FAST_READ_MIN_BYTES = 128 * 1024
+FAST_READ_MIN_BYTES = config.FAST_READ_MIN_BYTES
 
 
 class RawDataSlab:

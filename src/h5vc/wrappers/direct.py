@@ -24,6 +24,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.hdf5.damage import damaged
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store.chunkmap import ChunkMap
@@ -34,14 +35,14 @@ __all__ = ["HDF5_READ_BLOCKS", "HDF5_READ_BYTES", "MAX_PIECES", "DirectReader"]
 
 #: Boxes cut into more pieces than this go through the staging engine, whose plans
 #: handle any number of runs without a Python loop per chunk column.
-MAX_PIECES = 256
+MAX_PIECES = config.MAX_PIECES
 
 #: Selections of at most this many bytes, of a virtual dataset whose mappings hold at
 #: most HDF5_READ_BLOCKS blocks, are read by HDF5 from the virtual dataset. HDF5 looks
 #: at every block of every mapping on every read, so the cost of its reads grows with
 #: their number; at 64 blocks and 512 KiB both ways cost the same.
-HDF5_READ_BYTES = 1 << 20
-HDF5_READ_BLOCKS = 32
+HDF5_READ_BYTES = config.HDF5_READ_BYTES
+HDF5_READ_BLOCKS = config.HDF5_READ_BLOCKS
 
 
 class DirectReader:

@@ -10,6 +10,7 @@ from typing import Any, Union
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.errors import (
     CorruptDataError,
@@ -45,9 +46,9 @@ Node = Union["StagedGroup", StagedDataset]
 #: ``create_dataset(data=...)`` with at least this many bytes of numbers writes the
 #: chunks to the file right away instead of staging a copy in memory (undone if the
 #: version is not committed).
-WRITE_THROUGH_BYTES = 4 * 1024 * 1024
+WRITE_THROUGH_BYTES = config.WRITE_THROUGH_BYTES
 #: Read-only views of committed objects kept per open handle.
-CACHED_VIEWS = 256
+CACHED_VIEWS = config.CACHED_VIEWS
 #: Version attributes only h5vc writes (read them with ``version_info()``).
 H5VC_VERSION_ATTRS = frozenset({layout.ATTR_MESSAGE, layout.ATTR_AUTHOR})
 
