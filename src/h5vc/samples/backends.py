@@ -274,6 +274,9 @@ class CollectionWriter:
         self._encoder = pipeline if pipeline is not None and pipeline.like_hdf5 else None
         #: Filter masks of the encoder's chunks found equal to HDF5's in this file.
         self._verified: set[int] = set()
+        #: Dataset number -> sample index of the chunk HDF5 looked up last there, where
+        #: it remembers it wrongly (see :func:`_forget_last_chunk`).
+        self._stale: dict[int, int] = {}
         #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
         self._queue: collections.deque[tuple[int, np.ndarray, Future[_Encoded]]] = (
             collections.deque()
@@ -337,6 +340,7 @@ class CollectionWriter:
                 self._store_queued(everything=True)
             self._store(slot, array, self.encode(array))
             if flush:
+                self._forget_stale()
                 dataset = self._datasets[slot // self.schema.collection_size].dataset
                 dataset.flush()  # SWMR: readers in other processes see it from now on
         return self._record(slot, array, checksum)
@@ -409,16 +413,19 @@ class CollectionWriter:
         encoder = self._encoder
         if encoded is None or encoder is None:
             sample_io.write(index, array)
+            self._stale.pop(number, None)  # HDF5 looked this chunk up: remembered right
             return
         corner = (index,) + (0,) * len(self._chunk)
         stored_bytes, mask = encoded
         if mask in self._verified:
-            dataset_id = sample_io.dataset.id
-            dataset_id.write_direct_chunk(corner, stored_bytes, mask)
+            sample_io.dataset.id.write_direct_chunk(corner, stored_bytes, mask)
             if mask:
-                _forget_last_chunk(dataset_id, index)
+                self._stale[number] = index
+            else:
+                self._stale.pop(number, None)
             return
         sample_io.write(index, array)
+        self._stale.pop(number, None)
         stored_mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
         if stored_mask == mask and bytes(stored) == stored_bytes:
             self._verified.add(mask)
@@ -465,8 +472,18 @@ class CollectionWriter:
                     self._spare.clear()
                 self._spare.append(sample)
         finally:
+            self._forget_stale()
             for number in sorted(written):
                 self._datasets[number].dataset.flush()
+
+    def _forget_stale(self) -> None:
+        """Make HDF5 forget the chunks it remembers wrongly (:func:`_forget_last_chunk`):
+        done before any sample written can be read, once per run of writes rather than
+        after every chunk stored with filter mask 1, as only the last chunk looked up
+        in a dataset is remembered."""
+        for number, index in self._stale.items():
+            _forget_last_chunk(self._datasets[number].dataset.id, index)
+        self._stale.clear()
 
     def _fail(self, err: BaseException) -> None:
         self.failure = err
@@ -488,6 +505,7 @@ class CollectionWriter:
         self._check_usable()
         if self._queue:
             self._store_queued(everything=True)
+        self._forget_stale()
         for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
             sample_io.dataset.flush()
 
