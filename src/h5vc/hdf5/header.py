@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import h5py
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.remote import stream_descriptor
 
@@ -53,7 +54,7 @@ __all__ = [
 
 #: Bytes read at first: the whole header of a usual chunk store (256 bytes of
 #: messages after the 16-byte prefix), so one read is enough.
-FIRST_READ = 512
+FIRST_READ = config.HEADER_FIRST_READ
 
 #: A version-1 header chunk larger than this is not a chunk store's (it would hold
 #: thousands of attributes): damage.

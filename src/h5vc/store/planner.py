@@ -49,6 +49,7 @@ from typing import Any, Literal
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.vds import source_name
 
@@ -69,46 +70,46 @@ __all__ = [
     "positioned_reads_pay",
 ]
 
-# -- thresholds (every one the read path has) ----------------------------------------
+# -- thresholds (every one the read path has; set in h5vc.config, H5VC_<NAME>) -------
 
 #: Basic selections of at most this many bytes, of a virtual dataset whose mappings
 #: hold at most HDF5_READ_BLOCKS blocks, are read by HDF5 from the virtual dataset.
-HDF5_READ_BYTES = 1 << 20
-HDF5_READ_BLOCKS = 32
+HDF5_READ_BYTES = config.HDF5_READ_BYTES
+HDF5_READ_BLOCKS = config.HDF5_READ_BLOCKS
 
 #: Boxes cut into more pieces than this go through the staging engine.
-MAX_PIECES = 4096
+MAX_PIECES = config.MAX_PIECES
 
 #: Reads of fewer bytes than this go through h5py rather than positioned reads: from
 #: about 16 chunks of 8 KiB on, positioned reads win (1.4x at 64 Ki float64, 3.6x at
 #: 256 Ki).
-FAST_READ_MIN_BYTES = 128 * 1024
+FAST_READ_MIN_BYTES = config.FAST_READ_MIN_BYTES
 
 #: Uncompressed bytes are read in pieces of at most this size into a buffer of the
 #: reading thread, then copied into place; the pieces are shared out between threads
 #: in the order of their place in the result. Full reads of 80 MB took the same time
 #: with 1, 4 or 16 MiB pieces; 256 KiB and smaller pieces pay for their count in
 #: Python overhead.
-PIECE_BYTES = 1 << 20
+PIECE_BYTES = config.PIECE_BYTES
 
 #: Stretches of the result at least this long are read straight into it by scatter
 #: reads; shorter ones through a buffer and numpy's copy (a 100x100 float64 chunk of
 #: a wide 2-D result is 100 stretches of 800 bytes: the kernel's copy per stretch
 #: costs more than numpy's).
-SCATTER_MIN_BYTES = 64 << 10
+SCATTER_MIN_BYTES = config.SCATTER_MIN_BYTES
 
 #: A scatter read bridges a gap of at most this many bytes between two stretches of
 #: the file (reading it into a throw-away buffer); a longer one ends the call.
 #: Copying 8 KiB costs about what one more call does.
-SCATTER_MAX_GAP = 8 << 10
+SCATTER_MAX_GAP = config.SCATTER_MAX_GAP
 
 #: Compressed chunks are fetched in runs of about this many stored bytes, each by the
 #: thread that decodes them, into a buffer small enough to stay in its cache.
-BUFFER_BYTES = 256 << 10
+BUFFER_BYTES = config.BUFFER_BYTES
 
 #: A thread keeps its read buffers up to this size for its next read (their pages are
 #: then already mapped).
-KEEP_BYTES = 16 << 20
+KEEP_BYTES = config.KEEP_BYTES
 
 
 def positioned_reads_pay(nbytes: int) -> bool:

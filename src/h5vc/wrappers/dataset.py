@@ -19,6 +19,7 @@ import h5py
 import numpy as np
 
 from h5vc.errors import ClosedError, InvalidOptionError, ReadOnlyError, VersionNotFoundError
+from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.mappings import Mappings
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
@@ -111,7 +112,7 @@ class _DatasetBase:
     def _filter(self, key: str) -> Any:
         if self._raw_data is not None:
             return getattr(self._raw_data, key)
-        return self._filters.get(key, False if key in ("shuffle", "fletcher32") else None)
+        return self._filters.get(key, filter_keywords.UNSET[key])
 
     @property
     def compression(self) -> str | None:
