@@ -7,7 +7,8 @@ virtual datasets that any HDF5 tool reads.
 
 The public names are imported on first use, so that ``import h5vc.staging`` (pure
 numpy) does not load h5py; only the error types (a module of its own, importing
-nothing) are there from the start.
+nothing) and the tunables (:mod:`h5vc.config`, whose ``H5VC_*`` environment
+variables are checked here, at import) are there from the start.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from h5vc import errors
+from h5vc.config import tunables as _tunables  # noqa: F401  (H5VC_* checked on import)
 from h5vc.errors import *  # noqa: F403  (every error and warning type is public)
 
 if TYPE_CHECKING:  # what type checkers see of the names _PUBLIC imports on first use
@@ -23,13 +25,13 @@ if TYPE_CHECKING:  # what type checkers see of the names _PUBLIC imports on firs
     from h5vc.api import open as open
     from h5vc.lifecycle import delete_version as delete_version
     from h5vc.lifecycle import delete_versions as delete_versions
-    from h5vc.lifecycle import diff as diff
     from h5vc.lifecycle import get_diff as get_diff
     from h5vc.lifecycle import log as log
     from h5vc.lifecycle import modify_metadata as modify_metadata
-    from h5vc.lifecycle import repack as repack
-    from h5vc.lifecycle import stats as stats
-    from h5vc.lifecycle import verify as verify
+    from h5vc.lifecycle.diff import diff as diff
+    from h5vc.lifecycle.repack import repack as repack
+    from h5vc.lifecycle.stats import stats as stats
+    from h5vc.lifecycle.verify import verify as verify
     from h5vc.readers import Reader as Reader
 
 #: The public names, each with the module that defines it.  ``h5vc.<name>``,
@@ -43,16 +45,15 @@ _PUBLIC: dict[str, str] = {
         (
             "delete_version",
             "delete_versions",
-            "diff",
             "get_diff",
             "log",
             "modify_metadata",
-            "repack",
-            "stats",
-            "verify",
         ),
         "h5vc.lifecycle",
     ),
+    # Functions named as their modules: from those modules, which type checkers
+    # otherwise confuse with the functions.
+    **{name: f"h5vc.lifecycle.{name}" for name in ("diff", "repack", "stats", "verify")},
     **dict.fromkeys(errors.__all__, "h5vc.errors"),
 }
 #: Submodules that ``h5vc.<name>`` imports on first use (not in ``__all__``).

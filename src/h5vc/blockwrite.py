@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import ArrayMismatchError
 
 __all__ = [
@@ -30,7 +31,7 @@ __all__ = [
 ]
 
 #: Target size of one Dask block, for reads (:func:`h5vc.dask.from_version`) and writes.
-DEFAULT_BLOCK_BYTES = 64 * 1024 * 1024
+DEFAULT_BLOCK_BYTES = config.DASK_BLOCK_BYTES
 
 
 def is_dask_array(value: Any) -> bool:
@@ -53,11 +54,11 @@ def block_chunks(
 
 
 #: Target size of one block when writing: blocks are computed a few at a time.
-WRITE_BLOCK_BYTES = 16 * 1024 * 1024
+WRITE_BLOCK_BYTES = config.DASK_WRITE_BLOCK_BYTES
 
 #: Bytes of computed blocks a write keeps in flight (each batch and the next), at most
 #: (but always two blocks per batch).
-IN_FLIGHT_BYTES = 128 * 1024 * 1024
+IN_FLIGHT_BYTES = config.DASK_IN_FLIGHT_BYTES
 
 
 def _write_target() -> int:

@@ -18,13 +18,14 @@ from typing import Any
 
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import InvalidOptionError
 
 __all__ = ["ChunkCache", "chunk_cache", "guess_chunks", "next_prime", "parse_chunks"]
 
 #: Chunk byte sizes guess_chunks aims between; larger datasets get larger chunks.
-MIN_CHUNK_BYTES = 64 * 1024
-MAX_CHUNK_BYTES = 1024 * 1024
+MIN_CHUNK_BYTES = config.MIN_CHUNK_BYTES
+MAX_CHUNK_BYTES = config.MAX_CHUNK_BYTES
 #: Extent assumed for an axis of length 0 or an unlimited axis when guessing.
 UNKNOWN_EXTENT = 1024
 

@@ -31,6 +31,7 @@ __all__ = [
     "StageInProgressError",
     "InvalidVersionNameError",
     "ChunkDecodeError",
+    "ConfigError",
     "RefNotFoundError",
     "RefExistsError",
     "InvalidRefNameError",
@@ -183,6 +184,11 @@ class InvalidPathError(H5vcError, ValueError):
 
 class ChunkDecodeError(H5vcError, ValueError):
     """A stored chunk's bytes are not a valid encoding of the expected array."""
+
+
+class ConfigError(H5vcError, ValueError):
+    """An ``H5VC_*`` environment variable sets a tunable (:mod:`h5vc.config`) to a value
+    it cannot take."""
 
 
 class RefNotFoundError(VersionNotFoundError):

@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+import h5vc.config as config
 from h5vc.remote import is_url, open_private
 
 __all__ = [
@@ -43,7 +44,7 @@ __all__ = [
 ]
 
 #: Files kept open per process.
-MAX_OPEN_FILES = 16
+MAX_OPEN_FILES = config.MAX_OPEN_FILES
 
 #: fsspec options as sorted (key, value) pairs: hashable, part of a cache key.
 Options = tuple[tuple[str, Any], ...]

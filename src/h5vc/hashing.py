@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+import h5vc.config as config
+
 __all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
 
 T = TypeVar("T")
@@ -29,7 +31,7 @@ R = TypeVar("R")
 #: larger ones hash the next batches on background threads (hashlib releases the GIL
 #: while hashing: SHA-256 runs at about 1.4 GB/s a core here) while the caller writes
 #: the current one.
-HASH_BATCH_BYTES = 8 * 1024 * 1024
+HASH_BATCH_BYTES = config.HASH_BATCH_BYTES
 _POOL: ThreadPoolExecutor | None = None
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import h5py
 
+import h5vc.config as config
 from h5vc.errors import MissingDependencyError, ReadOnlyError
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "is_url", "open_h5file", "open_private", "stream_descriptor"]
@@ -26,7 +27,7 @@ __all__ = ["DEFAULT_BLOCK_SIZE", "is_url", "open_h5file", "open_private", "strea
 #: Bytes fsspec fetches per request (and caches) when reading a URL. HDF5 reads its
 #: metadata in many small pieces near each other; a block this size serves most of
 #: them from one request without fetching much beyond the chunks a read touches.
-DEFAULT_BLOCK_SIZE = 64 * 1024
+DEFAULT_BLOCK_SIZE = config.REMOTE_BLOCK_BYTES
 
 
 class _LocalStream(io.FileIO):

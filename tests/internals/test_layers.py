@@ -41,6 +41,7 @@ LAYERS: list[set[str]] = [
         "h5vc.cores",
         "h5vc.deflate",
     },
+    {"h5vc.config"},  # the tunables, read by every layer above
     {"h5vc.errors"},
 ]
 

@@ -74,7 +74,7 @@ def test_type_checkers_see_the_lazy_names_of_the_table() -> None:
     assert seen == lazy
 
 
-def test_import_h5vc_loads_only_the_errors() -> None:
+def test_import_h5vc_loads_only_the_errors_and_the_tunables() -> None:
     code = (
         "import sys, h5vc; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('h5vc', 'h5py', 'numpy')))"
@@ -82,4 +82,4 @@ def test_import_h5vc_loads_only_the_errors() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
-    assert result.stdout.strip() == "['h5vc', 'h5vc.errors']"
+    assert result.stdout.strip() == "['h5vc', 'h5vc.config', 'h5vc.errors']"

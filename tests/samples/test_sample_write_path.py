@@ -317,3 +317,31 @@ def test_small_chunks_are_encoded_in_the_calling_thread(
             for record, sample in zip(records[::-1], data[::-1]):
                 np.testing.assert_array_equal(reader.read(record), sample)
     assert threads == {threading.main_thread().name}
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_hdf5_forgets_chunks_stored_unfiltered_once_per_run_of_writes(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
+    # Incompressible samples are stored with Blosc skipped (filter mask 1), which HDF5
+    # remembers wrongly for the chunk it looked up last: that is undone once before
+    # the samples can be read, not after every chunk.
+    forgotten: list[int] = []
+    forget = sample_backends._forget_last_chunk
+
+    def counting(dataset_id: Any, index: int) -> None:
+        forgotten.append(index)
+        forget(dataset_id, index)
+
+    monkeypatch.setattr(sample_backends, "_forget_last_chunk", counting)
+    rng = np.random.default_rng(11)
+    data = [rng.integers(0, 256, SHAPE, dtype=np.uint8) for _ in range(12)]
+    store = make_store(tmp_path / "s", backend, collection_size=100)
+    with store.writer(threads=0) as writer:
+        records = writer.write_many(data)
+        assert forgotten == [len(data) - 1]  # the last one, before write_many returned
+        with store.reader() as reader:  # this process, the file still being written
+            for record, sample in zip(records, data):
+                np.testing.assert_array_equal(reader.read(record), sample)
+    masks = {mask for mask, _chunk in stored_chunks(store)}
+    assert masks == {1}

@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 
 import h5vc
+import h5vc.config as config
 from h5vc.api import VersionedHDF5File
 from h5vc.cli._app import CliError, check_file, cli, open_versioned, progress
 from h5vc.cli._inspect import human_size, resolve
@@ -25,7 +26,7 @@ from h5vc.wrappers.dataset import CommittedDataset
 __all__ = ["delete", "export", "export_version", "repack"]
 
 #: ``export`` copies a dataset in slabs of whole chunk rows of about this many bytes.
-EXPORT_SLAB_BYTES = 64 << 20
+EXPORT_SLAB_BYTES = config.EXPORT_SLAB_BYTES
 #: ``export`` writes the new file under this name next to OUT until it is complete.
 EXPORT_PARTIAL_SUFFIX = ".h5vc-export"
 

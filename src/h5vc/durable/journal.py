@@ -40,6 +40,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError, JournalConflictError
 
 __all__ = ["JOURNAL_SUFFIX", "JournaledFile", "journal_path", "recover"]
@@ -47,7 +48,7 @@ __all__ = ["JOURNAL_SUFFIX", "JournaledFile", "journal_path", "recover"]
 JOURNAL_SUFFIX = ".h5vc-journal"
 PAGE = 4096
 #: Old pages held in memory before they are spilled (journaled and written) early.
-SPILL_BYTES = 64 << 20
+SPILL_BYTES = config.SPILL_BYTES
 
 _MAGIC = b"H5VCJRN2"
 _MAGIC_V1 = b"H5VCJRN1"  # written by earlier versions: no first-page checksum

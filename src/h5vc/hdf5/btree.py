@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.hdf5.header import LAYOUT, HeaderDamage, PositionedReader, object_messages
 
 __all__ = ["ChunkIndex", "chunk_index"]
@@ -30,7 +31,7 @@ _LAYOUT_CHUNKED = 2
 _NODE_RAW_DATA = 1
 #: Entries read with a node's header at first: a node of HDF5's default size (2K =
 #: 64 entries) is read in one call.
-_FIRST_ENTRIES = 64
+_FIRST_ENTRIES = config.BTREE_FIRST_ENTRIES
 
 
 @dataclass(frozen=True)

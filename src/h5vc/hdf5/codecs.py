@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+import h5vc.config as config
 from h5vc.cores import usable
 from h5vc.deflate import ZLIB_NG
 from h5vc.deflate import codec as _deflate
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 #: Items are handed to the pool in this many groups per worker (see parallel_groups).
-GROUPS_PER_WORKER = 4
+GROUPS_PER_WORKER = config.GROUPS_PER_WORKER
 
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2

@@ -34,6 +34,7 @@ from h5vc.errors import (
     MetadataMismatchError,
     MissingOptionError,
 )
+from h5vc.hdf5 import filters as filter_keywords
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap, grid_shape
 from h5vc.store.compact import COPY_BUDGET_BYTES, slot_windows
@@ -98,13 +99,8 @@ def modify_metadata(
             f"at least one version. Got a path that no version of "
             f"{state.root.file.filename!r} has."
         )
-    filters = {
-        "compression": compression,
-        "compression_opts": compression_opts,
-        "scaleoffset": scaleoffset,
-        "shuffle": shuffle,
-        "fletcher32": fletcher32,
-    }
+    given = (compression, compression_opts, shuffle, fletcher32, scaleoffset)
+    filters = dict(zip(filter_keywords.KEYWORDS, given, strict=True))
     changes = []
     for key, store, objects in groups:
         old = _Settings.of(store, objects[0].open())

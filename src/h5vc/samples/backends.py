@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 import xxhash
 
+import h5vc.config as config
 from h5vc.chunking import ChunkCache, chunk_cache
 from h5vc.errors import (
     ClosedError,
@@ -61,24 +62,24 @@ __all__ = [
 ]
 
 #: Backend ``00`` chunks are about this size (bytes, before compression).
-CHUNK_TARGET_BYTES = 128 * 1024
+CHUNK_TARGET_BYTES = config.SAMPLE_CHUNK_TARGET_BYTES
 #: Backend ``00`` chunks hold several tiny samples until they reach this size.
-CHUNK_MIN_BYTES = 16 * 1024
+CHUNK_MIN_BYTES = config.SAMPLE_CHUNK_MIN_BYTES
 _UID_ALPHABET = string.ascii_letters + string.digits
 _UID_LENGTH = 6
 #: A collection file ``<uid>.hdf5`` is complete once its content index ``<uid>.index`` exists.
 INDEX_SUFFIX = ".index"
 #: :meth:`CollectionWriter.write_later` queues at most this many samples ...
-QUEUE_SAMPLES = 64
+QUEUE_SAMPLES = config.SAMPLE_QUEUE_SAMPLES
 #: ... of at most this many bytes in all ...
-QUEUE_BYTES = 64 * 1024 * 1024
+QUEUE_BYTES = config.SAMPLE_QUEUE_BYTES
 #: ... and none whose chunk is larger: Blosc splits such a chunk into blocks compressed
 #: on its own threads when the writing thread encodes it ...
-QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
+QUEUE_MAX_CHUNK_BYTES = config.SAMPLE_QUEUE_MAX_CHUNK_BYTES
 #: ... or smaller: encoding it costs less than handing it to a thread.
-QUEUE_MIN_CHUNK_BYTES = 8 * 1024
-_DEFAULT_CACHE_BYTES = 1024 * 1024
-_MAX_CACHE_BYTES = 64 * 1024 * 1024
+QUEUE_MIN_CHUNK_BYTES = config.SAMPLE_QUEUE_MIN_CHUNK_BYTES
+_DEFAULT_CACHE_BYTES = config.SAMPLE_CACHE_MIN_BYTES
+_MAX_CACHE_BYTES = config.SAMPLE_CACHE_MAX_BYTES
 #: What a reader needs to read a dataset's samples without HDF5: its chunk decoder,
 #: the same without Fletcher-32 checks, its chunk table and the sample shape of a chunk.
 _Readable = tuple[Pipeline, Pipeline, ChunkTable, tuple[int, ...]]
@@ -273,6 +274,9 @@ class CollectionWriter:
         self._encoder = pipeline if pipeline is not None and pipeline.like_hdf5 else None
         #: Filter masks of the encoder's chunks found equal to HDF5's in this file.
         self._verified: set[int] = set()
+        #: Dataset number -> sample index of the chunk HDF5 looked up last there, where
+        #: it remembers it wrongly (see :func:`_forget_last_chunk`).
+        self._stale: dict[int, int] = {}
         #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
         self._queue: collections.deque[tuple[int, np.ndarray, Future[_Encoded]]] = (
             collections.deque()
@@ -336,6 +340,7 @@ class CollectionWriter:
                 self._store_queued(everything=True)
             self._store(slot, array, self.encode(array))
             if flush:
+                self._forget_stale()
                 dataset = self._datasets[slot // self.schema.collection_size].dataset
                 dataset.flush()  # SWMR: readers in other processes see it from now on
         return self._record(slot, array, checksum)
@@ -408,16 +413,19 @@ class CollectionWriter:
         encoder = self._encoder
         if encoded is None or encoder is None:
             sample_io.write(index, array)
+            self._stale.pop(number, None)  # HDF5 looked this chunk up: remembered right
             return
         corner = (index,) + (0,) * len(self._chunk)
         stored_bytes, mask = encoded
         if mask in self._verified:
-            dataset_id = sample_io.dataset.id
-            dataset_id.write_direct_chunk(corner, stored_bytes, mask)
+            sample_io.dataset.id.write_direct_chunk(corner, stored_bytes, mask)
             if mask:
-                _forget_last_chunk(dataset_id, index)
+                self._stale[number] = index
+            else:
+                self._stale.pop(number, None)
             return
         sample_io.write(index, array)
+        self._stale.pop(number, None)
         stored_mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
         if stored_mask == mask and bytes(stored) == stored_bytes:
             self._verified.add(mask)
@@ -464,8 +472,18 @@ class CollectionWriter:
                     self._spare.clear()
                 self._spare.append(sample)
         finally:
+            self._forget_stale()
             for number in sorted(written):
                 self._datasets[number].dataset.flush()
+
+    def _forget_stale(self) -> None:
+        """Make HDF5 forget the chunks it remembers wrongly (:func:`_forget_last_chunk`):
+        done before any sample written can be read, once per run of writes rather than
+        after every chunk stored with filter mask 1, as only the last chunk looked up
+        in a dataset is remembered."""
+        for number, index in self._stale.items():
+            _forget_last_chunk(self._datasets[number].dataset.id, index)
+        self._stale.clear()
 
     def _fail(self, err: BaseException) -> None:
         self.failure = err
@@ -487,6 +505,7 @@ class CollectionWriter:
         self._check_usable()
         if self._queue:
             self._store_queued(everything=True)
+        self._forget_stale()
         for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
             sample_io.dataset.flush()
 

@@ -23,6 +23,7 @@ from typing import Any, overload
 
 import numpy as np
 
+import h5vc.config as config
 from h5vc.cores import usable
 from h5vc.errors import (
     ClosedError,
@@ -53,9 +54,9 @@ from h5vc.samples.schema import (
 __all__ = ["SampleReader", "SampleStore", "SampleWriter", "content_digest"]
 
 #: At most this many decoding threads per reader unless asked for more.
-_MAX_DEFAULT_THREADS = 4
+_MAX_DEFAULT_THREADS = config.SAMPLE_THREADS_MAX
 #: :meth:`SampleReader.read_many` reads this many stored chunks, then decodes them.
-BATCH_WINDOW = 128
+BATCH_WINDOW = config.SAMPLE_BATCH_WINDOW
 
 
 def _load_index(directory: pathlib.Path) -> dict[str, str]:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.store import fastread, layout
 from h5vc.store.chunkmap import ChunkMap
@@ -37,7 +38,7 @@ __all__ = [
 ]
 
 #: Upper bound on raw data held in memory while slots are moved or converted.
-COPY_BUDGET_BYTES = 4 * 2**20
+COPY_BUDGET_BYTES = config.COPY_BUDGET_BYTES
 
 
 def used_slots(maps: list[ChunkMap]) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.hashing import chunk_hash
 from h5vc.hdf5.header import trust_dataset_header
@@ -36,7 +37,7 @@ __all__ = ["LEGACY_DATA_VERSIONS", "RebuiltTables", "rebuild_hash_tables"]
 LEGACY_DATA_VERSIONS = frozenset({1, 2, 3})
 
 #: Bytes of raw_data read and hashed at a time.
-WINDOW_BYTES = 16 * 1024 * 1024
+WINDOW_BYTES = config.LEGACY_WINDOW_BYTES
 
 
 @dataclass

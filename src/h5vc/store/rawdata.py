@@ -36,6 +36,7 @@ from h5vc.errors import (
 )
 from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
 from h5vc.hdf5 import codecs
+from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
 from h5vc.store import fastread
@@ -49,8 +50,6 @@ from h5vc.store.layout import (
 )
 
 __all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
-
-_FILTER_NAMES = {1: "gzip", 32000: "lzf", 4: "szip"}
 
 
 def check_storable(
@@ -77,14 +76,8 @@ def check_storable(
             raise UnsupportedDtypeError(
                 f"Cannot store dataset {path!r}: HDF5 has no type for dtype {dtype!r}.{hint}"
             ) from None
-    plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     try:
-        h5py.filters.fill_dcpl(
-            plist, (0, *chunks[1:]), dtype, tuple(chunks),
-            filters.get("compression"), filters.get("compression_opts"),
-            filters.get("shuffle"), filters.get("fletcher32"),
-            (None, *chunks[1:]), filters.get("scaleoffset"), None,
-        )  # fmt: skip
+        filter_keywords.check(chunks, dtype, filters)
     except (ValueError, TypeError) as error:
         raise InvalidOptionError(
             f"Cannot store dataset {path!r} with the filter options "
@@ -274,24 +267,7 @@ class RawDataStore:
 
     def filters(self) -> dict[str, Any]:
         """The filter pipeline of raw_data as ``create_dataset`` keywords."""
-        dcpl = self.raw_data.id.get_create_plist()
-        filters: dict[str, Any] = {}
-        for i in range(dcpl.get_nfilters()):
-            code, _flags, values, _name = dcpl.get_filter(i)
-            if code == h5py.h5z.FILTER_SHUFFLE:
-                filters["shuffle"] = True
-            elif code == h5py.h5z.FILTER_FLETCHER32:
-                filters["fletcher32"] = True
-            elif code == h5py.h5z.FILTER_SCALEOFFSET:
-                filters["scaleoffset"] = self.raw_data.scaleoffset
-            elif code in _FILTER_NAMES:
-                filters["compression"] = _FILTER_NAMES[code]
-                if code == h5py.h5z.FILTER_DEFLATE:
-                    filters["compression_opts"] = int(values[0])
-            else:
-                filters["compression"] = int(code)
-                filters["compression_opts"] = tuple(int(v) for v in values)
-        return filters
+        return filter_keywords.keywords_of(self.raw_data)
 
     def reload(self) -> None:
         """Forget what was read (the store was rewritten in place)."""

@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 from h5py import h5d, h5p, h5s
 
+import h5vc.config as config
 from h5vc.errors import UnsupportedFormatError
 from h5vc.hdf5.mappings import Mappings
 from h5vc.store.chunkmap import ChunkMap, Runs
@@ -44,11 +45,11 @@ __all__ = [
 
 #: A mapping of runs at one offset carries at most this many runs: HDF5 builds a
 #: selection of n blocks in time that grows as n**2.
-MAX_CLASS_RUNS = 32
+MAX_CLASS_RUNS = config.MAX_CLASS_RUNS
 #: A mapping of runs at different offsets carries at most this many runs ...
-MAX_SCATTERED_RUNS = 16
+MAX_SCATTERED_RUNS = config.MAX_SCATTERED_RUNS
 #: ... and this many elements: HDF5 reads it element by element (about 25 ns each).
-MAX_SCATTERED_ELEMENTS = 32 * 1024
+MAX_SCATTERED_ELEMENTS = config.MAX_SCATTERED_ELEMENTS
 
 # Serialized hyperslab selection, version 1 (HDF5 file format, "dataspace selection"):
 # uint32 type (2 = hyperslabs), version (1), reserved, byte length of what follows,

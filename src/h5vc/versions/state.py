@@ -21,6 +21,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.durable import files as durable
 from h5vc.errors import (
     CorruptDataError,
@@ -46,7 +47,7 @@ __all__ = ["CACHED_CHUNK_MAPS", "FileState", "resolve_state"]
 _logger = logging.getLogger(__name__)
 
 #: Chunk maps kept per open file.
-CACHED_CHUNK_MAPS = 256
+CACHED_CHUNK_MAPS = config.CACHED_CHUNK_MAPS
 
 
 class FileState:

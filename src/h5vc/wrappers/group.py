@@ -10,6 +10,7 @@ from typing import Any, Union
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.columns import ColumnSchema, CommittedColumn, StagedColumn, column_schema
 from h5vc.errors import (
@@ -20,10 +21,10 @@ from h5vc.errors import (
     NotSupportedError,
     ReadOnlyError,
 )
+from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
-from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
@@ -46,12 +47,11 @@ Node = Union["StagedGroup", StagedDataset]
 #: ``create_dataset(data=...)`` with at least this many bytes of numbers writes the
 #: chunks to the file right away instead of staging a copy in memory (undone if the
 #: version is not committed).
-WRITE_THROUGH_BYTES = 4 * 1024 * 1024
+WRITE_THROUGH_BYTES = config.WRITE_THROUGH_BYTES
 #: Read-only views of committed objects kept per open handle.
-CACHED_VIEWS = 256
+CACHED_VIEWS = config.CACHED_VIEWS
 #: Version attributes only h5vc writes (read them with ``version_info()``).
 H5VC_VERSION_ATTRS = frozenset({layout.ATTR_MESSAGE, layout.ATTR_AUTHOR})
-FILTER_KEYS = ("compression", "compression_opts", "shuffle", "fletcher32", "scaleoffset")
 
 
 def _split(path: str) -> list[str]:
@@ -534,16 +534,12 @@ class StagedGroup(_GroupBase):
                 f"Unable to create dataset {leaf!r} in {self.name!r} (name already exists)"
             )
         _warn_ignored(maxshape=maxshape, **kwds)
-        filters = {
-            "compression": compression,
-            "compression_opts": compression_opts,
-            "shuffle": shuffle,
-            "fletcher32": fletcher32,
-            "scaleoffset": scaleoffset,
-        }
+        filters = filter_keywords.given(
+            (compression, compression_opts, shuffle, fletcher32, scaleoffset)
+        )
         dataset = _new_dataset(
             self._state, _join(self._path, leaf), shape, dtype, data, chunks, fillvalue,
-            maxshape, {k: v for k, v in filters.items() if v is not None and v is not False},
+            maxshape, filters,
         )  # fmt: skip
         self._add(leaf, dataset)
         return dataset
@@ -593,7 +589,7 @@ class StagedGroup(_GroupBase):
         del parent[leaf]
         new = parent.create_dataset(
             leaf, data=values, dtype=old.dtype, chunks=old.chunks, fillvalue=old.fillvalue,
-            **{key: old._filter(key) for key in FILTER_KEYS},
+            **{key: old._filter(key) for key in filter_keywords.KEYWORDS},
         )  # fmt: skip
         for key, attr in attrs.items():
             new.attrs[key] = attr
@@ -710,24 +706,19 @@ def _new_dataset(
     fill = default_fill(dtype) if fillvalue is None else _cast_fill(path, fillvalue, dtype)
     stored_fill = fillvalue if dtype.kind == "O" else fill
     raw_data = existing.raw_data if existing is not None else None
-    if data is None:
+    values = None
+    if data is not None:
+        values = np.asarray(coerce_value(data, dtype), dtype=dtype if dtype.kind != "O" else object)
+        values = values.reshape(shape)
+    # A large array is written now, as h5py would: no staged copy of it.
+    write_now = values is not None and dtype.kind != "O" and values.nbytes >= WRITE_THROUGH_BYTES
+    if values is None or write_now:
         array = StagedChangesArray(
             shape, chunks, dtype if dtype.kind != "O" else np.dtype(object), fill_value=fill
         )
     else:
-        values = np.asarray(coerce_value(data, dtype), dtype=dtype if dtype.kind != "O" else object)
-        values = values.reshape(shape)
-        if dtype.kind != "O" and values.nbytes >= WRITE_THROUGH_BYTES:
-            # Written now, as h5py would: no staged copy of a large array.
-            store = state.writable_store(
-                path, dtype=dtype, chunks=chunks, fillvalue=stored_fill, filters=filters
-            )
-            slots = store.store_array(values, fillvalue=stored_fill)
-            raw_data = store.raw_data
-            array = staged_array(ChunkMap(shape, chunks, slots), raw_data, dtype, fill)
-        else:
-            array = StagedChangesArray.from_array(values, chunks, fill_value=fill)
-    return StagedDataset(
+        array = StagedChangesArray.from_array(values, chunks, fill_value=fill)
+    dataset = StagedDataset(
         "/" + path,
         array,
         chunks=chunks,
@@ -738,6 +729,13 @@ def _new_dataset(
         filters=filters,
         state=state,
     )
+    if (
+        values is not None
+        and write_now
+        and not dataset.write_through(tuple(slice(0, n) for n in shape), values)
+    ):
+        dataset[...] = values
+    return dataset
 
 
 def _cast_fill(path: str, fillvalue: Any, dtype: np.dtype) -> Any:
