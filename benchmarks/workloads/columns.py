@@ -264,7 +264,7 @@ def run_h5vc(workdir: pathlib.Path, data: Data) -> Metrics:
             got = [v1[k] for k in data.v1_keys]
         check_equal(np.stack(got), data.images_v1[data.v1_keys], "h5vc v1 read")
         dataset = col.as_dataset(keys=list(range(len(data.images_merged))))
-    metrics.update(h5vc_loaders(dataset, data))
+        metrics.update(h5vc_loaders(dataset, data))
     return metrics
 
 

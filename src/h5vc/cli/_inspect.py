@@ -167,7 +167,8 @@ def render_log(
 @json_option
 def show(file: str, version: str | None, as_json: bool) -> None:
     """Show VERSION (default: the current one): its groups and datasets with shape, dtype,
-    chunk shape and the bytes first stored by this version."""
+    chunk shape and the bytes first stored by this version; its sample columns with
+    their number of keys, sample shape, dtype and backend."""
     with open_versioned(file) as vf:
         name = resolve(vf, version)
         info = vf.version_info(name)
@@ -186,6 +187,12 @@ def show(file: str, version: str | None, as_json: bool) -> None:
         attrs = f"  attrs: {', '.join(node.attrs)}" if node.attrs else ""
         if node.kind == "group":
             branches[node.path] = parent.add(f"{leaf}/{attrs}")
+        elif node.kind == "column":
+            shape = f"at most {node.shape}" if node.variable_shape else str(node.shape)
+            parent.add(
+                f"{leaf}  column of {node.keys} samples {node.dtype} {shape} backend "
+                f"{node.backend}  new {human_size(node.new_bytes or 0)}{attrs}"
+            )
         else:
             parent.add(
                 f"{leaf}  {node.dtype} {node.shape} chunks {node.chunks}  "
@@ -239,7 +246,7 @@ def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
 @json_option
 def du(file: str, as_json: bool) -> None:
     """Storage per version and per dataset: logical size, stored bytes, and stored bytes
-    shared with other versions."""
+    shared with other versions. A sample column counts its table and its samples."""
     with open_versioned(file) as vf, progress("Reading chunk maps", quiet=as_json) as advance:
         usage = disk_usage(vf, advance)
     if as_json:
@@ -253,11 +260,11 @@ def du(file: str, as_json: bool) -> None:
         right=("logical", "stored", "shared"),
     )
     print_table(
-        "per dataset",
+        "per dataset (a column: its table and samples)",
         ["dataset", "versions", "logical", "stored", "shared"],
         [
             [
-                "/" + entry.path,
+                "/" + entry.path + (" (column)" if entry.kind == "column" else ""),
                 str(entry.versions),
                 *(human_size(getattr(entry, k)) for k in sizes),
             ]
