@@ -59,6 +59,10 @@ __all__ = [
     "EmptyChangeError",
     "BisectError",
     "NotLinearHistoryError",
+    "ColumnKeyError",
+    "ColumnKeyTypeError",
+    "SampleShapeError",
+    "SampleDtypeError",
 ]
 
 
@@ -301,3 +305,22 @@ class UnjournaledFileWarning(UserWarning):
     """A writable h5py file that h5vc cannot take over (other objects of it are open,
     or it uses a driver other than HDF5's default): it is written without the rollback
     journal, so a crash in the middle of a write can damage it."""
+
+
+class ColumnKeyError(H5vcError, KeyError):
+    """A sample column has no sample under the key asked for."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ColumnKeyTypeError(H5vcError, TypeError):
+    """A key is not of the column's key type (str or int, fixed by its first key)."""
+
+
+class SampleShapeError(H5vcError, ValueError):
+    """A sample's shape does not fit its column (fixed shape, or at most the maximum)."""
+
+
+class SampleDtypeError(H5vcError, TypeError):
+    """A sample's dtype is not its column's dtype."""

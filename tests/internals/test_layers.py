@@ -29,6 +29,7 @@ LAYERS: list[set[str]] = [
     {"h5vc.api"},
     {"h5vc.lifecycle"},
     {"h5vc.wrappers"},
+    {"h5vc.columns"},
     {"h5vc.versions"},
     {"h5vc.store", "h5vc.samples", "h5vc.filecache", "h5vc.durable"},
     {"h5vc.hdf5", "h5vc.staging"},

@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 
 from h5vc.chunking import guess_chunks, parse_chunks
+from h5vc.columns import ColumnSchema, CommittedColumn, StagedColumn, column_schema
 from h5vc.errors import (
     CorruptDataError,
     InvalidFillValueError,
@@ -287,7 +288,7 @@ class CommittedGroup(_GroupBase):
     def _has_member(self, name: str) -> bool:
         return name in self._group
 
-    def _child(self, name: str) -> CommittedGroup | CommittedDataset:
+    def _child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
         key = (self._version, _join(self._path, name))
         cached = self._views.get(key)  # a view checks its version when it reads
         if cached is None:
@@ -296,7 +297,7 @@ class CommittedGroup(_GroupBase):
             self._views[key] = cached
         return cached
 
-    def _open_child(self, name: str) -> CommittedGroup | CommittedDataset:
+    def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
         where = f"Object {self._group.name}/{name}"
         path = _join(self._path, name)
         try:
@@ -313,6 +314,9 @@ class CommittedGroup(_GroupBase):
                 f"{self._version!r}: no such member"
             ) from None
         if isinstance(obj, h5py.Group):
+            schema = column_schema(obj.attrs, f"{where} of {self._state.filename!r}")
+            if schema is not None:
+                return CommittedColumn(self._state, self._version, path, obj, schema)
             return CommittedGroup(self._state, self._version, obj, path, self._views)
         return open_committed_dataset(self._state, self._version, path, obj, mappings)
 
@@ -347,6 +351,8 @@ class StagedGroup(_GroupBase):
             layout.VERSION_ATTRS if root else frozenset(),
         )
         self._read_only_reason: str | None = None
+        #: The column this group holds (a group with a column schema), once opened.
+        self._column: StagedColumn | None = None
 
     # -- reading ------------------------------------------------------------------
 
@@ -364,17 +370,17 @@ class StagedGroup(_GroupBase):
             return True
         return self._base is not None and name not in self._deleted and name in self._base
 
-    def _child(self, name: str) -> Node:
+    def _child(self, name: str) -> Any:
         node = self._loaded.get(name)
         if node is not None:
-            return node
+            return _column_or(node)
         if self._base is None or name in self._deleted or name not in self._base:
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
         node = self._load(name)
         if self._read_only_reason is not None:  # opened after the stage ended
             node.close_staging(self._read_only_reason)
         self._loaded[name] = node
-        return node
+        return _column_or(node)
 
     def _load(self, name: str) -> Node:
         base, version = self._base, self._base_version
@@ -449,6 +455,32 @@ class StagedGroup(_GroupBase):
         group = StagedGroup(self._state, None, None, _join(self._path, leaf))
         self._add(leaf, group)
         return group
+
+    def create_column(
+        self,
+        name: str,
+        shape: Any,
+        dtype: Any,
+        *,
+        backend: str = "01",
+        variable_shape: bool = False,
+        compression: Any = None,
+    ) -> StagedColumn:
+        """A new, empty sample column (see docs/samples.md): samples of ``shape``
+        (their maximum with ``variable_shape``, backend ``"00"``) and ``dtype``, keyed
+        by str or int."""
+        self._check_writable()
+        self._check_relative(name, "create column")
+        schema = ColumnSchema.parse(
+            shape=shape,
+            dtype=dtype,
+            backend=backend,
+            variable_shape=variable_shape,
+            compression=compression,
+        )
+        group = self.create_group(name)
+        group._column = StagedColumn(self._state, group, schema, group.name)
+        return group._column
 
     def require_group(self, name: str) -> StagedGroup:
         if name in self:
@@ -578,9 +610,13 @@ class StagedGroup(_GroupBase):
     def changed(self) -> bool:
         if self._base is None or self._structure_changed or self.attrs.modified:
             return True
+        if self._column is not None and self._column.pending:
+            return True
         return any(node.changed for node in self._loaded.values())
 
     def to_commit(self) -> GroupCommit:
+        if self._column is not None:
+            self._column.flush()  # stores its new samples, edits its datasets
         children: dict[str, GroupCommit | DatasetCommit | Link] = {}
         for key in self.keys():
             node = self._loaded.get(key)
@@ -598,6 +634,18 @@ class StagedGroup(_GroupBase):
         self.attrs.read_only_reason = reason
         for node in self._loaded.values():
             node.close_staging(reason)
+
+
+def _column_or(node: Node) -> Any:
+    """``node``, or the column it holds (a group with a column schema)."""
+    if not isinstance(node, StagedGroup):
+        return node
+    if node._column is None:
+        schema = column_schema(node.attrs, f"Group {node.name!r}")
+        if schema is None:
+            return node
+        node._column = StagedColumn(node._state, node, schema, node.name)
+    return node._column
 
 
 def _compatible_dtypes(new: np.dtype, old: np.dtype) -> bool:
