@@ -18,6 +18,7 @@ from h5vc.cli._app import (
     progress,
     stdout_console,
 )
+from h5vc.cli._columns import format_keys, json_key
 from h5vc.cli._graph import graph_rows
 from h5vc.cli._stats import disk_usage, version_tree
 from h5vc.errors import VersionNotFoundError
@@ -28,6 +29,9 @@ from h5vc.store import layout
 from h5vc.versions import VersionInfo, format_timestamp
 
 __all__ = ["diff", "du", "human_size", "log", "parents_of", "show"]
+
+#: The kinds of key changes of a column, in the order ``h5vc diff`` prints them.
+COLUMN_CHANGES = ("added", "removed", "changed")
 
 
 def human_size(n: float) -> str:
@@ -201,8 +205,34 @@ def show(file: str, version: str | None, as_json: bool) -> None:
     console.print(tree, markup=False, highlight=False)
 
 
+def column_changes(result: VersionDiff) -> dict[str, Any]:
+    """``{"/path": ColumnDiff}`` of the columns that differ, by path."""
+    changes = getattr(result, "columns", None) or {}
+    return {"/" + path.strip("/"): change for path, change in sorted(changes.items()) if change}
+
+
+def column_lines(result: VersionDiff) -> list[str]:
+    """Per column that differs: the counts of keys added, removed and changed, and the
+    first few keys of each."""
+    lines = []
+    for path, change in column_changes(result).items():
+        counts = [(kind, list(getattr(change, kind))) for kind in COLUMN_CHANGES]
+        summary = ", ".join(f"{len(keys)} {kind}" for kind, keys in counts)
+        lines.append(f"  ~ column {path}: {summary}")
+        lines += [f"      {kind}: {format_keys(keys)}" for kind, keys in counts if keys]
+    return lines
+
+
 def diff_dict(result: VersionDiff) -> dict[str, Any]:
     out: dict[str, Any] = {"version1": result.version1, "version2": result.version2}
+    out["columns"] = [
+        {
+            "path": path,
+            **{f"{kind}_count": len(getattr(change, kind)) for kind in COLUMN_CHANGES},
+            **{kind: [json_key(key) for key in getattr(change, kind)] for kind in COLUMN_CHANGES},
+        }
+        for path, change in column_changes(result).items()
+    ]
     for name in VersionDiff.__dataclass_fields__:
         if name in out:
             continue
@@ -232,13 +262,14 @@ def diff_dict(result: VersionDiff) -> dict[str, Any]:
 @json_option
 def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
     """What changed from VERSION1 to VERSION2: groups, datasets, attributes and the
-    chunk regions whose data differ (decided from chunk hashes; no data is read)."""
+    chunk regions whose data differ (decided from chunk hashes; no data is read); per
+    sample column, the keys added, removed and changed (the first few; --json: all)."""
     with open_versioned(file) as vf:
         result = vf.diff(resolve(vf, version1), resolve(vf, version2))
     if as_json:
         emit_json(diff_dict(result))
     else:
-        click.echo(result.describe())
+        click.echo("\n".join([result.describe(), *column_lines(result)]))
 
 
 @cli.command()
