@@ -130,12 +130,26 @@ def read_tree(group: Any) -> tuple[dict[str, np.ndarray], dict[str, dict[str, An
     attrs: dict[str, dict[str, Any]] = {}
 
     def visit(name: str, obj: Any) -> None:
+        if hasattr(obj, "get_many"):  # a sample column: its keys and samples
+            keys = sorted(obj)
+            datasets[name] = column_rows(keys, obj.get_many(keys))
+            return
         attrs[name] = {key: obj.attrs[key] for key in obj.attrs}
         if hasattr(obj, "shape"):
             datasets[name] = obj[()]
 
     group.visititems(visit)
     return datasets, attrs
+
+
+def column_rows(keys: list[int], samples: np.ndarray) -> np.ndarray:
+    """A sample column as one array: a row per key (sorted), the key then the sample."""
+    flat = np.asarray(samples, np.int64).reshape(len(keys), -1)
+    return np.column_stack([np.asarray(keys, np.int64).reshape(-1, 1), flat])
+
+
+#: The path of the sample column the writer edits.
+COLUMN = "samples"
 
 
 # --------------------------------------------------------------------------- the writer
@@ -206,10 +220,14 @@ class Writer:
             return self._attrs
         if roll < 0.50:
             return self._drop
+        if roll < 0.56:
+            return self._column
         return self._edit
 
     def _choose(self, datasets: dict[str, np.ndarray], large: bool = False) -> str | None:
-        paths = sorted(p for p, a in datasets.items() if large or a.size < LARGE_ELEMENTS)
+        paths = sorted(
+            p for p, a in datasets.items() if (large or a.size < LARGE_ELEMENTS) and p != COLUMN
+        )
         return paths[int(self.rng.integers(len(paths)))] if paths else None
 
     def _new_dataset(self, datasets: dict, attrs: dict) -> Any:
@@ -225,6 +243,33 @@ class Writer:
         if "/" in path:
             attrs.setdefault("grp", {})
         return lambda g: g.create_dataset(path, data=data, chunks=chunks)
+
+    def _column(self, datasets: dict, attrs: dict) -> Any:
+        """Set some keys of the sample column (created if missing) and delete others."""
+        old = datasets.get(COLUMN)
+        model = {} if old is None else {int(r[0]): r[1:].copy() for r in old}
+        keys = sorted({int(k) for k in self.rng.integers(0, 100, int(self.rng.integers(1, 20)))})
+        samples = self.rng.integers(0, 256, (len(keys), 4, 4), dtype=np.uint8)
+        present = sorted(set(model) - set(keys))
+        dropped = [present[int(i)] for i in self.rng.permutation(len(present))[:2]]
+        model.update({k: s.reshape(-1).astype(np.int64) for k, s in zip(keys, samples)})
+        for key in dropped:
+            del model[key]
+        ordered = sorted(model)
+        datasets[COLUMN] = column_rows(
+            ordered, np.array([model[k] for k in ordered]).reshape(-1, 16)
+        )
+
+        def apply(g: Any) -> None:
+            if COLUMN in g:
+                column = g[COLUMN]
+            else:
+                column = g.create_column(COLUMN, shape=(4, 4), dtype="uint8")
+            column.set_many(keys, samples)
+            for key in dropped:
+                del column[key]
+
+        return apply
 
     def _large(self, datasets: dict, attrs: dict) -> Any:
         path = self.name("big")

@@ -72,8 +72,17 @@ def _commit(vf: h5vc.VersionedHDF5File) -> None:
         g.create_dataset("z", data=np.arange(2000.0), chunks=(100,))
 
 
+def _commit_column(vf: h5vc.VersionedHDF5File) -> None:
+    samples = np.arange(60 * 64, dtype=np.int64).reshape(60, 8, 8) % 251
+    with vf.stage_version("new-column") as g:
+        column = g.create_column("images", shape=(8, 8), dtype="uint8")
+        column.set_many(range(60), samples.astype(np.uint8))
+        column[7] = np.full((8, 8), 7, np.uint8)
+
+
 OPERATIONS: dict[str, Operation] = {
     "commit": _commit,
+    "column commit": _commit_column,
     "delete_versions": lambda vf: h5vc.delete_versions(vf, ["v2", "v3"]),
     "modify_metadata": lambda vf: h5vc.modify_metadata(vf, "x", chunks=(512,)),
 }
@@ -111,6 +120,7 @@ def test_a_failing_write_anywhere_loses_nothing(
             except OSError:
                 assert fault.count >= failing
                 _check(vf, model)  # the operation is undone, in the same handle
+                assert "_h5vc_samples" not in vf.f  # with the samples it stored
                 _commit(vf)  # and the next one succeeds
                 assert vf["new"]["x"][5995] == -5
             else:

@@ -29,6 +29,7 @@ def test_the_writer_model_agrees_with_the_file_without_kills(tmp_path: Path, ope
     with h5vc.open(str(path)) as vf:
         for name, checksum in state.committed.items():
             assert killharness.tree_checksum(*killharness.read_tree(vf[name])) == checksum, name
+        assert any(killharness.COLUMN in vf[name] for name in state.committed)
 
 
 @pytest.mark.parametrize("opener", killharness.OPENERS)

@@ -111,10 +111,13 @@ def store_samples(
     return records
 
 
-def write_table(target: Any, table: Table, rows: np.ndarray, create: Callable[..., Any]) -> None:
-    """Write the changed ``rows`` of ``table`` to ``target``'s keys and records datasets
-    (objects with ``resize`` and slice assignment), whole chunks at a time; ``create``
-    makes the datasets if ``target`` has none."""
+def write_table(
+    target: Any, table: Table, rows: np.ndarray, key_rows: np.ndarray, create: Callable[..., Any]
+) -> None:
+    """Write the changed ``rows`` of ``table`` to ``target``'s records dataset and the
+    changed ``key_rows`` to its keys dataset (objects with ``resize`` and slice
+    assignment), whole chunks at a time; ``create`` makes the datasets if ``target``
+    has none."""
     if KEYS not in target:
         create(KEYS, encode_keys(table.keys, table.key_type), key_dtype(table.key_type or "str"))
         create(RECORDS, table.records, table.records.dtype)
@@ -126,9 +129,16 @@ def write_table(target: Any, table: Table, rows: np.ndarray, create: Callable[..
         records.resize((n,))
     for chunk in np.unique(rows // TABLE_CHUNK_ROWS).tolist():
         start = chunk * TABLE_CHUNK_ROWS
-        stop = min(start + TABLE_CHUNK_ROWS, n)
+        records[start : stop_of(start, n)] = table.records[start : stop_of(start, n)]
+    for chunk in np.unique(key_rows // TABLE_CHUNK_ROWS).tolist():
+        start = chunk * TABLE_CHUNK_ROWS
+        stop = stop_of(start, n)
         keys[start:stop] = encode_keys(table.keys[start:stop], table.key_type)
-        records[start:stop] = table.records[start:stop]
+
+
+def stop_of(start: int, n: int) -> int:
+    """The end of the table chunk starting at row ``start`` of a table of ``n`` rows."""
+    return min(start + TABLE_CHUNK_ROWS, n)
 
 
 class _ColumnBase(Mapping[Any, Any]):
@@ -179,7 +189,15 @@ class _ColumnBase(Mapping[Any, Any]):
         return ColumnKeyError(f"Column {self._name!r} has no sample with key {key!r}.")
 
     def _samples(self) -> SampleSlots:
+        """The sample store (call inside ``state.reading()``), kept while the file's
+        objects stay the same."""
+        cached = getattr(self, "_store_cache", None)
+        if cached is not None and cached[0] == self._state.generation:
+            store: SampleSlots | None = cached[1]
+            assert store is not None
+            return store
         store = SampleSlots.open(self._state.root, self._schema)
+        self._store_cache = (self._state.generation, store)
         if store is None:
             raise CorruptDataError(
                 f"Expected the sample store of column {self._name!r} "
@@ -376,7 +394,7 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
         edited = rows >= 0
         deleted_rows = base.lookup(list(self._deleted))
         new_keys = [k for k, e in zip(keys, edited.tolist()) if not e]
-        table, changed = base.edit(
+        table, changed, key_rows = base.edit(
             deleted_rows, rows[edited], records[edited], new_keys, records[~edited]
         )
         node = self._node
@@ -391,7 +409,7 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
                 maxshape=(None,),
             )
 
-        write_table(node, table, changed, create)
+        write_table(node, table, changed, key_rows, create)
         node.attrs[ATTR_COLUMN] = self._schema.to_json()
         self._base = table
         self._pending.clear()

@@ -27,6 +27,7 @@ import xxhash
 from h5vc.columns.schema import ColumnSchema
 from h5vc.errors import CorruptDataError
 from h5vc.samples.backends import chunk_shape
+from h5vc.samples.chunks import ChunkDecoder
 from h5vc.samples.schema import Schema
 
 __all__ = [
@@ -77,6 +78,7 @@ class SampleSlots:
         self.schema = schema
         self._digests: np.ndarray | None = None
         self._datasets: dict[int, h5py.Dataset] = {}
+        self._decoders: dict[str, ChunkDecoder] = {}
 
     # -- opening ------------------------------------------------------------------
 
@@ -219,7 +221,8 @@ class SampleSlots:
         for offset, sample in enumerate(block):
             if sample.size:
                 region = tuple(slice(0, n) for n in sample.shape)
-                dataset[(start + offset, *region)] = sample
+                where = (start + offset, *region)
+                dataset[where] = sample
 
     def release(self, keep: np.ndarray) -> int:
         """Free every allocated slot not in ``keep`` (its digest row becomes zero);
@@ -246,7 +249,10 @@ class SampleSlots:
         out = np.empty((len(slots), *self.schema.shape), self.schema.dtype)
         if not len(slots):
             return out
-        unique, inverse = np.unique(slots, return_inverse=True)
+        if len(slots) == 1:
+            unique, inverse = slots, np.zeros(1, np.int64)
+        else:
+            unique, inverse = np.unique(slots, return_inverse=True)
         numbers = unique // COLLECTION_SIZE
         gathered = np.empty((len(unique), *self.schema.shape), self.schema.dtype)
         for number in np.unique(numbers):
@@ -255,14 +261,46 @@ class SampleSlots:
             rows = unique[pick] % COLLECTION_SIZE
             self._check_rows(dataset, rows)
             try:
-                if len(rows) == int(rows[-1] - rows[0]) + 1:
+                if len(rows) > 1 and len(rows) == int(rows[-1] - rows[0]) + 1:
                     gathered[pick] = dataset[int(rows[0]) : int(rows[-1]) + 1]
-                else:
+                elif not self._read_chunks(dataset, rows, gathered, pick):
                     gathered[pick] = dataset[rows]
             except OSError as err:
                 raise self._unreadable(dataset, err) from err
         out[...] = gathered[inverse.ravel()]
         return out
+
+    def _read_chunks(
+        self, dataset: h5py.Dataset, rows: np.ndarray, out: np.ndarray, positions: np.ndarray
+    ) -> bool:
+        """Read the samples of ``rows`` (one chunk each) chunk by chunk, decoding them
+        here (HDF5's selection of scattered rows costs more than the decoding); False,
+        reading nothing, where the chunks are not one sample each or their filters are
+        not understood."""
+        if self.schema.backend != "01":
+            return False
+        decoder = self._decoders.get(dataset.name)
+        if decoder is None:
+            decoder = ChunkDecoder.for_dataset(dataset)
+            if decoder is None:
+                return False
+            self._decoders[dataset.name] = decoder
+        read_chunk = dataset.id.read_direct_chunk
+        zeros = (0,) * len(self.schema.shape)
+        for row, position in zip(rows.tolist(), positions.tolist()):
+            try:
+                mask, data = read_chunk((row, *zeros))
+            except KeyError:  # a chunk never written: all fill value
+                out[position] = 0
+                continue
+            try:
+                decoder.decode_into(data, mask, out[position : position + 1])
+            except Exception as err:
+                raise CorruptDataError(
+                    f"Expected the stored chunk of row {row} of {dataset.name} in "
+                    f"{self.group.file.filename!r} to decode. Got: {err}"
+                ) from err
+        return True
 
     def read_one(self, slot: int, shape: tuple[int, ...]) -> np.ndarray:
         dataset = self.dataset(slot // COLLECTION_SIZE)
@@ -272,7 +310,8 @@ class SampleSlots:
             if math.prod(shape) == 0:
                 return np.zeros(shape, self.schema.dtype)
             region = tuple(slice(0, n) for n in shape)
-            return np.array(dataset[(row, *region)], order="C")
+            where = (row, *region)
+            return np.array(dataset[where], order="C")
         except OSError as err:
             raise self._unreadable(dataset, err) from err
 

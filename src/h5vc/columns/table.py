@@ -109,9 +109,9 @@ class Table:
         edited_records: np.ndarray,
         new_keys: list[Any],
         new_records: np.ndarray,
-    ) -> tuple[Table, np.ndarray]:
-        """The table after the edits, and the rows that differ from this one (rows past
-        the end of this table included)."""
+    ) -> tuple[Table, np.ndarray, np.ndarray]:
+        """The table after the edits, the rows whose record differs from this table's
+        and the rows whose key does (rows past the end of this table included)."""
         n = len(self.keys)
         keys = self.keys.copy()
         records = self.records.copy()
@@ -121,7 +121,7 @@ class Table:
         new_key_array = _key_array(new_keys, self.key_type)
         keys[holes[:fill]] = new_key_array[:fill]
         records[holes[:fill]] = new_records[:fill]
-        changed = [np.asarray(edited_rows, np.int64), holes[:fill]]
+        changed = [holes[:fill]]
         holes = holes[fill:]
         if len(holes):
             size = n - len(holes)
@@ -137,8 +137,10 @@ class Table:
             keys = np.concatenate((keys, new_key_array[fill:]))
             records = np.concatenate((records, new_records[fill:]))
             changed.append(np.arange(n, len(keys)))
-        rows = np.unique(np.concatenate(changed)) if changed else np.zeros(0, np.int64)
-        return Table(keys, records, self.key_type), rows[rows < len(keys)]
+        key_rows = np.unique(np.concatenate(changed))
+        key_rows = key_rows[key_rows < len(keys)]
+        rows = np.unique(np.concatenate((key_rows, np.asarray(edited_rows, np.int64))))
+        return Table(keys, records, self.key_type), rows[rows < len(keys)], key_rows
 
     def compare(self, other: Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Keys only in ``other``, only in this table, and in both with another record:

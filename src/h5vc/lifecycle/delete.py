@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from h5vc.columns.history import release_samples
 from h5vc.errors import (
     InvalidVersionNameError,
     MergeBaseInUseError,
@@ -107,6 +108,7 @@ def delete_versions(
         timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
         state.root.file.flush()
         _release_chunks(state, survivors, erase=erase)
+        release_samples(state, survivors)  # of sample columns: reused by later commits
 
 
 def _parse_names(state: FileState, versions: str | Iterable[str]) -> set[str]:

@@ -19,6 +19,7 @@ import h5py
 import ndindex
 import numpy as np
 
+from h5vc.columns.history import ColumnDiff, diff_columns
 from h5vc.errors import DatasetNotFoundError, VersionNotFoundError
 from h5vc.store import layout
 from h5vc.store.attributes import read_attributes
@@ -28,7 +29,7 @@ from h5vc.store.tree import dataset_chunks, find, join_path
 from h5vc.store.tree import object_address as address
 from h5vc.versions import FileState, resolve_state
 
-__all__ = ["DatasetChange", "VersionDiff", "diff", "get_diff"]
+__all__ = ["ColumnDiff", "DatasetChange", "VersionDiff", "diff", "get_diff"]
 
 _ABSENT = -2  # chunk position outside a dataset's grid
 
@@ -63,6 +64,9 @@ class VersionDiff:
     attrs_added: tuple[tuple[str, str], ...] = ()
     attrs_removed: tuple[tuple[str, str], ...] = ()
     attrs_changed: tuple[tuple[str, str], ...] = ()
+    #: Key changes of each sample column that differs (path -> ColumnDiff); a column's
+    #: own datasets are not listed among the datasets.
+    columns: dict[str, ColumnDiff] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return any(
@@ -99,6 +103,11 @@ class VersionDiff:
             ("~ attr", self.attrs_changed),
         ):
             lines += [f"  {label} /{path} {name!r}" for path, name in items]
+        for path, keys in self.columns.items():
+            lines.append(
+                f"  ~ column /{path}: {len(keys.added)} key(s) added, "
+                f"{len(keys.removed)} removed, {len(keys.changed)} changed"
+            )
         if len(lines) == 1:
             lines.append("  no differences")
         return "\n".join(lines)
@@ -124,13 +133,16 @@ class _Collector:
     version2: str
     lists: dict[str, list[Any]] = field(default_factory=dict)
     digests: dict[str, np.ndarray] = field(default_factory=dict)
+    columns: dict[str, ColumnDiff] = field(default_factory=dict)
 
     def add(self, kind: str, item: Any) -> None:
         self.lists.setdefault(kind, []).append(item)
 
     def result(self) -> VersionDiff:
         sections = {kind: tuple(items) for kind, items in self.lists.items()}
-        return VersionDiff(version1=self.version1, version2=self.version2, **sections)
+        return VersionDiff(
+            version1=self.version1, version2=self.version2, columns=self.columns, **sections
+        )
 
 
 def _committed(state: FileState, name: str) -> str:
@@ -185,6 +197,12 @@ def _compare_groups(collector: _Collector, g1: h5py.Group, g2: h5py.Group, path:
         obj1 = g1[name] if name in names1 else None
         obj2 = g2[name] if name in names2 else None
         kind1, kind2 = _kind(obj1), _kind(obj2)
+        if "groups" in (kind1, kind2) and not (kind1 == kind2 and address(obj1) == address(obj2)):
+            column = diff_columns(obj1, obj2)
+            if column:
+                collector.columns[child] = column
+            if column is not None and kind1 == kind2:
+                continue  # a column's datasets change with its keys
         if kind1 != kind2:
             if kind1:
                 collector.add(f"{kind1}_removed", child)

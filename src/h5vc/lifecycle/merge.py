@@ -18,6 +18,8 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.columns import ATTR_COLUMN
+from h5vc.columns.history import merge_column
 from h5vc.errors import (
     InvalidOptionError,
     MergeConflictError,
@@ -60,7 +62,10 @@ class Conflict:
     merged over an all-fill base), ``"shape"`` (resized differently on both sides),
     ``"attribute"``, ``"deleted"`` (one side deleted what the other changed) or
     ``"type"`` (a group on one side, a dataset on the other, or datasets of
-    different stores: one side created it again with another dtype or chunks).  For ``"data"``: ``region`` is the chunk-aligned region
+    different stores: one side created it again with another dtype or chunks;
+    columns of different sample shapes, dtypes or compression) or ``"key"`` (a key of
+    a sample column, named by ``key``, given different samples or removed on one side
+    and changed on the other).  For ``"data"``: ``region`` is the chunk-aligned region
     (clipped to the merged shape) and ``elements`` the number of conflicting elements
     in it; for ``"attribute"``, ``attr`` names the attribute.
     """
@@ -70,9 +75,12 @@ class Conflict:
     region: tuple[slice, ...] | None = None
     elements: int = 0
     attr: str | None = None
+    key: Any = None
 
     def describe(self) -> str:
         where = "/" + self.path
+        if self.kind == "key":
+            return f"{where} key {self.key!r}: changed differently on both sides"
         if self.kind == "data" and self.region is not None:
             span = ", ".join(f"{s.start}:{s.stop}" for s in self.region)
             return f"{where}[{span}]: {self.elements} element(s) changed differently on both sides"
@@ -214,10 +222,36 @@ class Merger:
             keep, group = (o, ours) if side == "ours" else (t, theirs)
             return None if keep is None else Link(group, name)
         base_obj = base[name] if base is not None and b is not None and b[0] == o[0] else None
+        if o[0] == h5py.h5o.TYPE_GROUP and layout_is_column(ours[name], theirs[name]):
+            return self._merge_column(path, base_obj, ours, theirs, name)
         if o[0] == h5py.h5o.TYPE_GROUP:
             return self._merge_group(f"{path}/", base_obj, ours[name], theirs[name])
         # a dataset added on both sides merges over an all-fill base
         return self._merge_dataset(path, base_obj, ours[name], theirs[name], (ours, theirs))
+
+    def _merge_column(
+        self,
+        path: str,
+        base: h5py.Group | None,
+        ours: h5py.Group,
+        theirs: h5py.Group,
+        name: str,
+    ) -> GroupCommit | Link | None:
+        """Merge a sample column by key (see :func:`h5vc.columns.history.merge_column`)."""
+
+        def resolve(key: Any, read: Callable[[int], Any]) -> Any:
+            record = Conflict(path, "key", key=key)
+            side = self._conflict(record)
+            if callable(self.on_conflict):
+                return self.on_conflict(record, read(0), read(1), read(2))
+            return side
+
+        groups = (base, ours[name], theirs[name])
+        merged = merge_column(self.state, self.names, path, groups, resolve)
+        if merged is None:  # different samples: the columns have nothing in common
+            side = self._conflict(Conflict(path, "type"))
+            return Link(ours if side == "ours" else theirs, name)
+        return merged
 
     # -- data ---------------------------------------------------------------------
 
@@ -317,6 +351,11 @@ def _same(a: Any, b: Any) -> bool:
         return bool(np.array_equal(np.asarray(a), np.asarray(b)))
     except (TypeError, ValueError):
         return False
+
+
+def layout_is_column(*groups: h5py.Group) -> bool:
+    """Whether every one of ``groups`` is a sample column."""
+    return all(isinstance(g, h5py.Group) and ATTR_COLUMN in g.attrs for g in groups)
 
 
 def _info(group: h5py.Group | None, name: str) -> tuple[int, int] | None:
@@ -464,7 +503,7 @@ def commit_result(
     unresolved = [
         c
         for c in merger.conflicts
-        if on_conflict == "fail" or (callable(on_conflict) and c.kind != "data")
+        if on_conflict == "fail" or (callable(on_conflict) and c.kind not in ("data", "key"))
     ]
     if unresolved:  # the caller's operation takes back what the merger wrote
         raise MergeConflictError(

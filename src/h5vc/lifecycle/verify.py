@@ -20,6 +20,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.columns.history import check_samples
 from h5vc.errors import H5vcError, StageInProgressError
 from h5vc.hashing import chunk_hash, prefetch
 from h5vc.store import layout, legacy, timeindex, tree
@@ -48,7 +49,8 @@ class Problem:
     ``kind`` is one of ``"chunk-digest"`` (stored bytes differ from their digest),
     ``"mapping"`` (a version's dataset points nowhere valid or cannot be read),
     ``"hash-table"`` (rows outside raw_data, two rows for one slot),
-    ``"store"`` (a chunk store missing or unreadable), ``"version-metadata"``
+    ``"store"`` (a chunk store missing or unreadable), ``"sample"`` (a sample of a
+    column missing, unreadable, or not matching its checksum), ``"version-metadata"``
     (parent, timestamp, current version or time index inconsistent) and ``"ref"`` (a
     branch or tag pointing at a version that does not exist, such as one deleted by
     another library).
@@ -161,6 +163,8 @@ def verify(f: Any, *, progress: ProgressCallback | None = None) -> VerifyReport:
             )
     for path, store in stores.items():
         done = _check_store(path, store, uses[path], report, progress, done, total)
+    for where, message, holding in check_samples(state, names):  # of sample columns
+        report.problems.append(Problem("sample", where, message, holding))
     return report
 
 
