@@ -195,3 +195,33 @@ def test_du_counts_a_column_as_its_table_and_its_samples(run, columned):
 
     text = run("du", columned).output
     assert "/images (column)" in text and "/images/keys" not in text
+
+
+def test_diff_prints_key_changes_per_column(run, columned):
+    changes = json.loads(run("diff", columned, "v1", "v2", "--json").output)["columns"]
+    assert changes == [
+        {
+            "path": "/images",
+            "added_count": 1,
+            "removed_count": 1,
+            "changed_count": 1,
+            "added": [40],
+            "removed": [7],
+            "changed": [3],
+        }
+    ]
+    assert json.loads(run("diff", columned, "v2", "v3", "--json").output)["columns"] == []
+
+    text = run("diff", columned, "v1", "v4").output.splitlines()
+    images = text.index("  ~ column /images: 1 key(s) added, 1 removed, 1 changed")
+    assert text[images + 1 : images + 4] == [
+        "      added: 40",
+        "      removed: 7",
+        "      changed: 3",
+    ]
+    labels = text.index("  ~ column /labels: 0 key(s) added, 30 removed, 0 changed")
+    assert text[labels + 1 :] == ["      removed: 0, 1, 2, 3, 4, ... (30)"]
+    assert sum(line.startswith("  ~ column") for line in text) == 2
+    # a key given a sample stored already under another key still changed
+    changes = json.loads(run("diff", columned, "v1", "d1", "--json").output)["columns"]
+    assert [(c["path"], c["changed"]) for c in changes] == [("/images", [10])]

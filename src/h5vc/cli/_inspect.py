@@ -211,16 +211,25 @@ def column_changes(result: VersionDiff) -> dict[str, Any]:
     return {"/" + path.strip("/"): change for path, change in sorted(changes.items()) if change}
 
 
-def column_lines(result: VersionDiff) -> list[str]:
-    """Per column that differs: the counts of keys added, removed and changed, and the
-    first few keys of each."""
-    lines = []
-    for path, change in column_changes(result).items():
-        counts = [(kind, list(getattr(change, kind))) for kind in COLUMN_CHANGES]
-        summary = ", ".join(f"{len(keys)} {kind}" for kind, keys in counts)
-        lines.append(f"  ~ column {path}: {summary}")
-        lines += [f"      {kind}: {format_keys(keys)}" for kind, keys in counts if keys]
-    return lines
+def describe_diff(result: VersionDiff) -> str:
+    """``result.describe()`` with the first few keys of each kind of change below the
+    line of each column."""
+    changes = column_changes(result)
+    lines: list[str] = []
+    for line in result.describe().splitlines():
+        lines.append(line)
+        path = line.removeprefix("  ~ column ").partition(":")[0]
+        if line.startswith("  ~ column ") and path in changes:
+            lines += _key_lines(changes[path])
+    return "\n".join(lines)
+
+
+def _key_lines(change: Any) -> list[str]:
+    return [
+        f"      {kind}: {format_keys(list(getattr(change, kind)))}"
+        for kind in COLUMN_CHANGES
+        if len(getattr(change, kind))
+    ]
 
 
 def diff_dict(result: VersionDiff) -> dict[str, Any]:
@@ -269,7 +278,7 @@ def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
     if as_json:
         emit_json(diff_dict(result))
     else:
-        click.echo("\n".join([result.describe(), *column_lines(result)]))
+        click.echo(describe_diff(result))
 
 
 @cli.command()
