@@ -201,3 +201,49 @@ def test_bad_column_settings_raise_and_leave_the_file_unchanged(path: Path, opti
             g.create_column("d", shape=(2,), dtype="u1", **options)
         assert "d" not in g
     assert digest(path) == before
+
+
+@pytest.mark.parametrize("mode", ["r", "a"])
+def test_get_many_of_many_scattered_keys(path: Path, mode: str) -> None:
+    data = images(300, seed=4)
+    with h5vc.open(path, "a") as vf, vf.stage_version("v1") as g:
+        g.create_column("c", shape=(28, 28), dtype="uint8").set_many(range(300), data)
+    wanted = np.random.default_rng(5).choice(300, 200).tolist()  # repeats too
+    with h5vc.open(path, mode) as vf:
+        np.testing.assert_array_equal(vf["v1"]["c"].get_many(wanted), data[wanted])
+
+
+def test_get_many_reports_a_damaged_chunk_read_by_offset(path: Path) -> None:
+    data = images(100, seed=6)
+    with h5vc.open(path, "a") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_column("c", shape=(28, 28), dtype="uint8").set_many(range(100), data)
+        row = int(vf["v1"]["c"].records()["index"][50])
+        (store,) = vf.f["_h5vc_samples"].values()
+        mask, stored = store["0"].id.read_direct_chunk((row, 0, 0))
+        damaged = bytearray(stored)
+        damaged[len(damaged) // 2] ^= 0x55
+        store["0"].id.write_direct_chunk((row, 0, 0), bytes(damaged), mask)
+    with h5vc.open(path, "r") as vf, pytest.raises(h5vc.CorruptDataError, match=r"decode|xxhash64"):
+        vf["v1"]["c"].get_many(list(range(0, 100, 2)))
+
+
+def test_columns_in_the_versioned_hdf5_layout(path: Path) -> None:
+    """Files in versioned-hdf5's layout (data_version 4) hold columns too: their tables
+    are copied into each version instead of hard-linked."""
+    import h5py
+
+    data = images(10, seed=8)
+    with h5py.File(path, "w") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        f["_version_data/versions"].attrs["data_version"] = np.int64(4)
+        vf = h5vc.VersionedHDF5File(f)
+        with vf.stage_version("v1") as g:
+            g.create_column("c", shape=(28, 28), dtype="uint8").set_many(range(10), data)
+        with vf.stage_version("v2") as g:
+            del g["c"][3]
+    with h5vc.open(path, "r") as vf:
+        assert vf.data_version == 4
+        assert sorted(vf["v2"]["c"]) == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+        np.testing.assert_array_equal(vf["v1"]["c"].get_many([3, 9]), data[[3, 9]])
+        assert h5vc.verify(vf).ok

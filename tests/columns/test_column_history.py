@@ -169,3 +169,17 @@ def test_verify_reports_a_damaged_sample(vf, tmp_path: Path) -> None:
     assert "key 'k4'" in str(report)
     with pytest.raises(h5vc.CorruptDataError, match="xxhash64"):
         vf["base"]["c"]["k4"]
+
+
+def test_cherry_pick_and_revert_carry_column_changes(vf) -> None:
+    with vf.stage_version("fix", branch="dev") as g:
+        g["c"]["k1"] = sample(111)
+        del g["c"]["k9"]
+    with vf.stage_version("other", branch="main") as g:
+        g["c"]["k2"] = sample(222)
+    vf.cherry_pick("fix", into="main", name="picked")
+    assert values(vf["picked"]["c"]) == {
+        **{f"k{i}": i for i in range(9)}, "k1": 111, "k2": 222,
+    }  # fmt: skip
+    vf.revert("other", into="main", name="reverted")
+    assert values(vf["reverted"]["c"]) == {**{f"k{i}": i for i in range(9)}, "k1": 111}

@@ -348,6 +348,11 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
                     f"Expected samples of dtype {self.dtype} for column {self._name!r}. Got "
                     f"an array of dtype {arrays.dtype} instead."
                 )
+            if arrays.ndim == 0:
+                raise SampleShapeError(
+                    f"Expected samples as an array of shape (n, *{self.shape}) for column "
+                    f"{self._name!r}. Got a 0-d array instead."
+                )
             check_shape(arrays.shape[1:], self._schema, self._name)
             batch = np.array(arrays, order="C")  # one copy for all
             samples: Sequence[np.ndarray] = list(batch)
@@ -398,6 +403,10 @@ class StagedColumn(_ColumnBase, MutableMapping[Any, Any]):
             deleted_rows, rows[edited], records[edited], new_keys, records[~edited]
         )
         node = self._node
+        stored = self._stored_schema
+        if stored is not None and stored.key_type != self._schema.key_type and KEYS in node:
+            # The datasets of a column committed empty, before its key type was known.
+            del node[KEYS], node[RECORDS]
 
         def create(name: str, data: np.ndarray, dtype: np.dtype) -> None:
             node.create_dataset(

@@ -108,24 +108,20 @@ def merge_column(
     A key changed (added, removed, given another sample) on one side only takes that
     change; a key changed differently on both sides is passed to ``resolve``.
     """
-    _base_group, ours_group, _theirs_group = groups
+    ours_group, theirs_group = groups[1], groups[2]
     base, ours, theirs = (open_column(g) for g in groups)
     assert ours is not None and theirs is not None
     schema = ours[0]
     if not schema.same_samples(theirs[0]):
         return None
-    if schema.key_type is None:
-        schema = schema.with_key_type(theirs[0].key_type) if theirs[0].key_type else schema
-    elif theirs[0].key_type not in (None, schema.key_type):
+    if schema.key_type is None:  # ours never held a key (nor did the base): take theirs
+        return Link(theirs_group.parent, theirs_group.name.rpartition("/")[2])
+    if theirs[0].key_type not in (None, schema.key_type):
         return None
     if base is not None and not base[0].same_samples(schema):
         base = None
     o_table, t_table = ours[1], theirs[1]
-    if schema.key_type != o_table.key_type:
-        o_table = Table(o_table.keys.astype(np.int64) if schema.key_type == "int" else o_table.keys,
-                        o_table.records, schema.key_type)  # fmt: skip
     b_rows = base[1].rows if base is not None else {}
-    base[1].records if base is not None else None
     added, removed, changed = o_table.compare(t_table)
     o_rows, t_rows = o_table.rows, t_table.rows
     tables = (base[1] if base is not None else None, o_table, t_table)

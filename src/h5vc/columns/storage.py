@@ -18,6 +18,7 @@ whose digest row is zero is free and is reused before the store grows.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 
 import h5py
@@ -26,8 +27,10 @@ import xxhash
 
 from h5vc.columns.schema import ColumnSchema
 from h5vc.errors import CorruptDataError
+from h5vc.hdf5.chunktable import ChunkTable, sample_table
+from h5vc.hdf5.codecs import Pipeline, parallel_groups, pipeline_for
+from h5vc.hdf5.header import file_descriptor
 from h5vc.samples.backends import chunk_shape
-from h5vc.samples.chunks import ChunkDecoder
 from h5vc.samples.schema import Schema
 
 __all__ = [
@@ -46,6 +49,10 @@ ATTR_SCHEMA = "h5vc_samples"
 COLLECTION_SIZE = 65536
 DIGEST_BYTES = 16
 _DIGEST_CHUNK_ROWS = 4096
+#: Scattered reads of at least this many samples of a file open read-only look their
+#: chunks up in a chunk table and read them with positioned reads, decoded on the codec
+#: threads; fewer are read chunk by chunk through HDF5.
+POSITIONED_READS = 32
 
 
 def digest_of(sample: np.ndarray) -> bytes:
@@ -78,7 +85,9 @@ class SampleSlots:
         self.schema = schema
         self._digests: np.ndarray | None = None
         self._datasets: dict[int, h5py.Dataset] = {}
-        self._decoders: dict[str, ChunkDecoder] = {}
+        self._decoders: dict[str, Pipeline] = {}
+        #: Chunk tables of the sample datasets (None: not usable), for positioned reads.
+        self._tables: dict[str, ChunkTable | None] = {}
 
     # -- opening ------------------------------------------------------------------
 
@@ -279,12 +288,17 @@ class SampleSlots:
         not understood."""
         if self.schema.backend != "01":
             return False
-        decoder = self._decoders.get(dataset.name)
+        name = dataset.name or ""
+        decoder = self._decoders.get(name)
         if decoder is None:
-            decoder = ChunkDecoder.for_dataset(dataset)
+            decoder = pipeline_for(dataset)
             if decoder is None:
                 return False
-            self._decoders[dataset.name] = decoder
+            self._decoders[name] = decoder
+        if len(rows) >= POSITIONED_READS and self._read_positioned(
+            dataset, decoder, rows, out, positions
+        ):
+            return True
         read_chunk = dataset.id.read_direct_chunk
         zeros = (0,) * len(self.schema.shape)
         for row, position in zip(rows.tolist(), positions.tolist()):
@@ -294,12 +308,70 @@ class SampleSlots:
                 out[position] = 0
                 continue
             try:
-                decoder.decode_into(data, mask, out[position : position + 1])
+                decoder.decode_into(
+                    data, mask, out[position : position + 1].reshape(-1).view(np.uint8)
+                )
             except Exception as err:
                 raise CorruptDataError(
                     f"Expected the stored chunk of row {row} of {dataset.name} in "
                     f"{self.group.file.filename!r} to decode. Got: {err}"
                 ) from err
+        return True
+
+    def _table(self, dataset: h5py.Dataset) -> ChunkTable | None:
+        """The chunk table of ``dataset`` if its chunks can be read from the file by
+        offset: a file open read-only, read through an OS file descriptor, whose table
+        gives the bytes HDF5 reads for a stored chunk."""
+        name = dataset.name or ""
+        if name in self._tables:
+            return self._tables[name]
+        table = None
+        file = dataset.file
+        fd = file_descriptor(file) if file.mode == "r" else None
+        if fd is not None:
+            table = sample_table(dataset)
+            stored = np.flatnonzero(table.offsets >= 0) if table is not None else np.zeros(0)
+            if table is not None and len(stored):
+                row = int(stored[0])
+                location = table.location(row)
+                zeros = (0,) * len(self.schema.shape)
+                _, data = dataset.id.read_direct_chunk((row, *zeros))
+                if location is None or os.pread(fd, location[1], location[0]) != bytes(data):
+                    table = None
+        self._tables[name] = table
+        return table
+
+    def _read_positioned(
+        self,
+        dataset: h5py.Dataset,
+        decoder: Pipeline,
+        rows: np.ndarray,
+        out: np.ndarray,
+        positions: np.ndarray,
+    ) -> bool:
+        """Read the chunks of ``rows`` by file offset, decoding on the codec threads;
+        False, reading nothing, where that cannot be done (see :meth:`_table`)."""
+        table = self._table(dataset)
+        fd = file_descriptor(dataset.file)
+        if table is None or fd is None or int(rows.max()) >= len(table):
+            return False
+        offsets, sizes, masks = table.offsets[rows], table.sizes[rows], table.masks[rows]
+        if (offsets < 0).any():
+            return False  # a chunk written after the table was read: HDF5 reads it
+        flat = out.reshape(len(out), -1).view(np.uint8)
+
+        def decode(i: int) -> None:
+            data = os.pread(fd, int(sizes[i]), int(offsets[i]))
+            try:
+                decoder.decode_into(data, int(masks[i]), flat[positions[i]])
+            except Exception as err:
+                raise CorruptDataError(
+                    f"Expected the stored chunk of row {int(rows[i])} of {dataset.name} in "
+                    f"{self.group.file.filename!r} to decode. Got: {err}"
+                ) from err
+
+        for _ in parallel_groups(decode, range(len(rows))):
+            pass
         return True
 
     def read_one(self, slot: int, shape: tuple[int, ...]) -> np.ndarray:

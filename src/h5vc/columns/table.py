@@ -32,7 +32,7 @@ __all__ = [
 KEYS = "keys"
 RECORDS = "records"
 #: Rows per chunk of the keys and records datasets.
-TABLE_CHUNK_ROWS = 4096
+TABLE_CHUNK_ROWS = 1024
 
 
 def records_dtype(schema: ColumnSchema) -> np.dtype:

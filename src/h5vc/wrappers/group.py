@@ -168,7 +168,11 @@ class _GroupBase(Mapping[str, Any]):
         """Every dataset below this group, by path relative to it."""
         found: dict[str, Any] = {}
         self.visititems(
-            lambda name, obj: found.__setitem__(name, obj) if hasattr(obj, "dtype") else None
+            lambda name, obj: (
+                found.__setitem__(name, obj)
+                if hasattr(obj, "dtype") and not isinstance(obj, StagedColumn | CommittedColumn)
+                else None
+            )
         )
         return found
 
