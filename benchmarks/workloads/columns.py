@@ -32,7 +32,6 @@ Steps, each timed once (metric names in brackets):
 
 ``v1_bytes`` and ``merged_bytes``: bytes on disk after step 1 and after step 5 (h5vc: the file;
 Hangar: its ``.hangar`` directory). Every read is compared with the expected arrays.
-A step h5vc cannot run yet reports ``"n/a"``.
 """
 
 from __future__ import annotations
@@ -59,26 +58,8 @@ SHAPE = (28, 28)
 COMPRESSION = {"complib": "blosc:lz4", "complevel": 5, "shuffle": "byte"}
 SEED = 20261126
 BATCH = 256
-#: Metrics of one run: seconds, bytes and ratios, or "n/a" for a step h5vc cannot run.
-Metrics = dict[str, Any]
-#: Every metric of the h5vc side, in order.
-H5VC_METRICS = (
-    "commit1_s",
-    "v1_bytes",
-    "branch_a_s",
-    "branch_b_s",
-    "merge_s",
-    "diff_s",
-    "merged_bytes",
-    "write_alone_s",
-    "commit_over_write",
-    "read_merged_s",
-    "read_merged_batch_s",
-    "read_v1_s",
-    "loader_1p_s",
-    "loader_2w_s",
-    "loader_speedup",
-)
+#: Metrics of one run: seconds, bytes and ratios.
+Metrics = dict[str, float]
 
 
 class Sizes:
@@ -234,10 +215,8 @@ def run_h5vc(workdir: pathlib.Path, data: Data) -> Metrics:
         "images": (sizes.added, 0, 2 * sizes.changed),
         "labels": (sizes.added, 0, 0),
     }
-    if not hasattr(result, "columns"):
-        metrics["diff_s"] = "n/a"  # an h5vc whose diff does not list column keys
-    elif _h5vc_diff_counts(result) != expected:
-        counts = _h5vc_diff_counts(result)
+    counts = _h5vc_diff_counts(result)
+    if counts != expected:
         raise AssertionError(f"h5vc diff: expected {expected}. Got {counts} instead.")
     metrics["merged_bytes"] = file_bytes(path)
     with h5vc.open(str(workdir / "alone.h5"), "w") as vf:
@@ -446,12 +425,7 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
     if lib == "hangar":
         os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
         return run_hangar(workdir, data)
-    try:
-        return run_h5vc(workdir, data)
-    except AttributeError as err:
-        if "create_column" not in str(err):
-            raise
-        return dict.fromkeys(H5VC_METRICS, "n/a")  # an h5vc without sample columns
+    return run_h5vc(workdir, data)
 
 
 if __name__ == "__main__":
