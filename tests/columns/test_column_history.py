@@ -183,3 +183,13 @@ def test_cherry_pick_and_revert_carry_column_changes(vf) -> None:
     }  # fmt: skip
     vf.revert("other", into="main", name="reverted")
     assert values(vf["reverted"]["c"]) == {**{f"k{i}": i for i in range(9)}, "k1": 111}
+
+
+def test_squash_keeps_the_last_column_and_frees_what_only_the_run_held(vf) -> None:
+    with vf.stage_version("s1", branch="main") as g:
+        g["c"]["k0"] = sample(100)  # replaced again in s2: held by s1 alone
+    with vf.stage_version("s2", branch="main") as g:
+        g["c"]["k0"] = sample(200)
+    vf.squash("s1", "s2", name="squashed")
+    assert values(vf["squashed"]["c"]) == {**{f"k{i}": i for i in range(10)}, "k0": 200}
+    assert free_slots(vf) == 1 and h5vc.verify(vf).ok

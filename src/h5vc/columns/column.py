@@ -193,16 +193,15 @@ class _ColumnBase(Mapping[Any, Any]):
         objects stay the same."""
         cached = getattr(self, "_store_cache", None)
         if cached is not None and cached[0] == self._state.generation:
-            store: SampleSlots | None = cached[1]
-            assert store is not None
-            return store
+            kept: SampleSlots = cached[1]
+            return kept
         store = SampleSlots.open(self._state.root, self._schema)
-        self._store_cache = (self._state.generation, store)
         if store is None:
             raise CorruptDataError(
                 f"Expected the sample store of column {self._name!r} "
                 f"({self._schema.uid}) in {self._state.filename!r}. Got none."
             )
+        self._store_cache = (self._state.generation, store)
         return store
 
     def _read_records(self, records: np.ndarray) -> list[np.ndarray] | np.ndarray:
@@ -447,7 +446,7 @@ class CommittedColumn(_ColumnBase):
         self._schema = schema
         self._generation = state.generation
         self._table_cache: Table | None = None
-        self._group = group
+        del group  # reopened from the version on each read of the table
 
     @property
     def version_name(self) -> str:
@@ -524,7 +523,8 @@ class CommittedColumn(_ColumnBase):
     ) -> ColumnDataset:
         """A picklable map-style dataset of the samples of ``keys`` (default: every
         key): ``len(ds)``, ``ds[i] == transform(col[keys[i]])``. Each process that
-        unpickles it opens the file read-only on first use."""
+        unpickles it opens the file read-only on first use; ``transform`` must pickle
+        too (a module-level function, not a lambda) for worker processes."""
         chosen = list(self) if keys is None else [self._key(key) for key in keys]
         missing = [key for key in chosen if key not in self._table().rows]
         if missing:
