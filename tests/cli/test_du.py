@@ -66,50 +66,50 @@ def _datasets(group: h5py.Group, prefix: str = "") -> list[tuple[str, h5py.Datas
 
 
 def brute_force(vf: Any) -> dict[str, Any]:
-    """Every version's every dataset, its chunk map read on its own."""
+    """Every version's every dataset, its chunk map read on its own. A slot is a slot of
+    one chunk store: a dataset created again with another dtype or chunks has a store of
+    its own, whose slots are not the first store's (and have their own size)."""
     state = vf.file_state
     with state.reading():
         versions: dict[str, dict[str, int]] = {}
         datasets: dict[str, dict[str, int]] = {}
-        used: dict[tuple[str, str], set[int]] = {}
-        users: Counter[tuple[str, int]] = Counter()
+        used: dict[tuple[str, str], set[tuple[str, int]]] = {}
+        users: Counter[tuple[str, str, int]] = Counter()  # path, store key, slot
         for version in state.log.names():
             row = versions[version] = dict(logical_bytes=0, stored_bytes=0, shared_bytes=0)
             for path, dataset in _datasets(state.versions[version]):
                 slots = state.chunk_map(version, path, dataset).slots
-                used[version, path] = {int(s) for s in slots.ravel() if s >= 0}
-                users.update((path, s) for s in used[version, path])
+                key = state.store_key(version, path, dataset)
+                used[version, path] = {(key, int(s)) for s in slots.ravel() if s >= 0}
+                users.update((path, key, s) for key, s in used[version, path])
                 logical = int(np.prod(dataset.shape)) * dataset.dtype.itemsize
                 row["logical_bytes"] += logical
                 entry = datasets.setdefault(path, dict(kind="dataset", versions=0, logical_bytes=0))
                 entry["versions"] += 1
                 entry["logical_bytes"] += logical
 
-        def slot_bytes(path: str) -> float:
-            store = state.store(path)
+        def slot_bytes(key: str) -> float:
+            store = state.store(key)
             return store.raw_data.id.get_storage_size() / store.n_slots
 
         for (version, path), slots in used.items():
-            size = slot_bytes(path)
-            versions[version]["stored_bytes"] += round(len(slots) * size)
-            shared = sum(users[path, s] > 1 for s in slots)
-            versions[version]["shared_bytes"] += round(shared * size)
+            for key in {key for key, _ in slots}:
+                mine = [s for k, s in slots if k == key]
+                size = slot_bytes(key)
+                versions[version]["stored_bytes"] += round(len(mine) * size)
+                shared = sum(users[path, key, s] > 1 for s in mine)
+                versions[version]["shared_bytes"] += round(shared * size)
         for path, entry in datasets.items():
-            mine = [n for (p, _), n in users.items() if p == path]
-            entry["stored_bytes"] = round(len(mine) * slot_bytes(path))
-            entry["shared_bytes"] = round(sum(n > 1 for n in mine) * slot_bytes(path))
+            entry["stored_bytes"] = entry["shared_bytes"] = 0
+            for key in {k for p, k, _ in users if p == path}:
+                mine = [n for (p, k, _), n in users.items() if (p, k) == (path, key)]
+                entry["stored_bytes"] += round(len(mine) * slot_bytes(key))
+                entry["shared_bytes"] += round(sum(n > 1 for n in mine) * slot_bytes(key))
     return {"versions": versions, "datasets": datasets}
 
 
 def _as_brute(vf: Any) -> dict[str, Any]:
-    usage = disk_usage(vf)
-    return {
-        "versions": usage.versions,
-        "datasets": {
-            path: {k: v for k, v in entry.as_dict().items() if k != "path"}
-            for path, entry in usage.datasets.items()
-        },
-    }
+    return _as_brute_usage(disk_usage(vf))
 
 
 @pytest.mark.parametrize("mode", ["r", "r+"])
@@ -162,3 +162,57 @@ def test_du_of_a_file_changed_by_a_writer_since_the_reader_opened_it(tangled):
         expected = brute_force(reader)
     assert "v6" not in before["versions"]
     assert after == expected and "v6" in after["versions"]
+
+
+def test_du_counts_a_dataset_created_again_with_another_dtype_in_its_own_store(tmp_path):
+    """``x`` created again as float32 in smaller chunks gets a store of its own: its five
+    slots are not the first store's slots 0 to 4 (shared with nobody) and hold 24
+    bytes each, not 80."""
+    path = tmp_path / "again.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(100), chunks=(10,))
+        with vf.stage_version("v2") as g:
+            del g["x"]
+        with vf.stage_version("v3") as g:
+            g.create_dataset("x", data=np.linspace(0, 1, 30, dtype="f4"), chunks=(6,))
+    with h5vc.open(str(path)) as vf:
+        assert len(vf.file_state.stores_of("x")) == 2
+        usage = disk_usage(vf)
+        expected = brute_force(vf)
+    x = usage.datasets["x"]
+    assert (x.stored_bytes, x.shared_bytes) == (10 * 80 + 5 * 24, 0)
+    assert usage.versions["v1"] == dict(logical_bytes=800, stored_bytes=800, shared_bytes=0)
+    assert usage.versions["v3"] == dict(logical_bytes=120, stored_bytes=120, shared_bytes=0)
+    assert _as_brute_usage(usage) == expected
+
+
+def _as_brute_usage(usage: Any) -> dict[str, Any]:
+    return {
+        "versions": usage.versions,
+        "datasets": {
+            path: {k: v for k, v in entry.as_dict().items() if k != "path"}
+            for path, entry in usage.datasets.items()
+        },
+    }
+
+
+def test_du_of_a_read_only_file_reads_dataset_headers_from_its_bytes(tangled, monkeypatch):
+    """Opened read-only, every dataset object's shape, dtype size and mappings are read
+    from the file's bytes: HDF5 opens only the empty group (not told from a dataset
+    until opened)."""
+    from h5vc.cli import _stats
+
+    opened: list[str] = []
+    real = _stats._through_hdf5
+
+    def spy(state: Any, stores: Any, obj: Any) -> Any:
+        opened.append(obj.path)
+        return real(state, stores, obj)
+
+    monkeypatch.setattr(_stats, "_through_hdf5", spy)
+    with h5vc.open(str(tangled)) as vf:
+        got = _as_brute(vf)
+        expected = brute_force(vf)
+    assert got == expected
+    assert opened == ["empty"]

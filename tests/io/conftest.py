@@ -8,14 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from h5vc.store import reading
-from h5vc.wrappers import direct
+from h5vc.store import planner
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _positioned_reads_for_every_size() -> Iterator[None]:
-    saved = reading.FAST_READ_MIN_BYTES, direct.HDF5_READ_BYTES
-    reading.FAST_READ_MIN_BYTES = 0
-    direct.HDF5_READ_BYTES = -1
+    saved = planner.FAST_READ_MIN_BYTES, planner.HDF5_READ_BYTES
+    planner.FAST_READ_MIN_BYTES = 0
+    planner.HDF5_READ_BYTES = -1
     yield
-    reading.FAST_READ_MIN_BYTES, direct.HDF5_READ_BYTES = saved
+    planner.FAST_READ_MIN_BYTES, planner.HDF5_READ_BYTES = saved

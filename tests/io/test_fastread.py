@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from h5vc import VersionedHDF5File, delete_versions
 from h5vc.hashing import hash_in_batches
 from h5vc.hdf5 import codecs
-from h5vc.store import fastread, rawdata, reading
+from h5vc.store import planner, rawdata, reading
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]
@@ -220,7 +220,7 @@ def test_small_boxes_are_read_through_hdf5(tmp_path: Path, monkeypatch) -> None:
         vf = VersionedHDF5File(f)
         with vf.stage_version("v1") as g:
             g.create_dataset("x", data=data, chunks=(1000,))
-    monkeypatch.setattr(reading, "FAST_READ_MIN_BYTES", 128 * 1024)
+    monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 128 * 1024)
     calls = []
     real = reading.fast_reader
     monkeypatch.setattr(reading, "fast_reader", lambda d: calls.append(d) or real(d))
@@ -243,8 +243,8 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
     while the one before is written), on one core (HDF5's filters write, h5vc decodes in
     the calling thread) and on two."""
     monkeypatch.setattr(codecs, "workers", lambda: cores)
-    monkeypatch.setattr(fastread, "BUFFER_BYTES", buffer_bytes)
-    monkeypatch.setattr(fastread, "PIECE_BYTES", buffer_bytes)
+    monkeypatch.setattr(planner, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(planner, "PIECE_BYTES", buffer_bytes)
     monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", buffer_bytes)
     monkeypatch.setattr(
         rawdata,

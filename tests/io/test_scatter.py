@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from h5vc import VersionedHDF5File
 from h5vc.hdf5 import scatter
-from h5vc.store import fastread
+from h5vc.store import planner
 
 pytestmark = pytest.mark.skipif(not scatter.available(), reason="no preadv in the C library")
 
@@ -70,7 +70,12 @@ def _plan(destination: np.ndarray, segs, piece_bytes: int) -> scatter.Plan:
     columns = np.array(segs, dtype=np.int64).reshape(-1, 3).T
     offsets, places, lengths = columns
     return scatter.plan(
-        destination, offsets, destination.ctypes.data + places, lengths, piece_bytes
+        destination,
+        offsets,
+        destination.ctypes.data + places,
+        lengths,
+        piece_bytes,
+        max_gap=planner.SCATTER_MAX_GAP,
     )
 
 
@@ -121,7 +126,7 @@ def test_a_segment_outside_the_destination_is_refused() -> None:
     with pytest.raises(ValueError, match="inside the destination"):
         _plan(destination, [(0, 0, 50), (0, 60, 41)], 1 << 20)
     with pytest.raises(ValueError, match="inside the destination"):
-        scatter.plan(destination, [0], [destination.ctypes.data - 1], [10], 1 << 20)
+        scatter.plan(destination, [0], [destination.ctypes.data - 1], [10], 1 << 20, max_gap=0)
     assert not destination.any()
 
 
@@ -159,7 +164,7 @@ def versions(draw: st.DrawFn) -> dict:
 def test_every_stretch_through_scatter_reads_what_hdf5_reads(
     tmp_path_factory, monkeypatch, case, data
 ) -> None:
-    monkeypatch.setattr(fastread, "SCATTER_MIN_BYTES", 0)
+    monkeypatch.setattr(planner, "SCATTER_MIN_BYTES", 0)
     calls = []
     real_run = scatter.run
     monkeypatch.setattr(scatter, "run", lambda *a: calls.append(a) or real_run(*a))

@@ -13,7 +13,7 @@ import pytest
 import h5vc
 from h5vc import VersionNotFoundError, delete_versions, modify_metadata
 from h5vc.errors import ClosedError
-from h5vc.wrappers import direct
+from h5vc.store import planner
 
 N = 100
 
@@ -22,7 +22,7 @@ N = 100
 def read_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Small selections read by HDF5 from the virtual dataset, or by positioned reads."""
     if request.param == "positioned":
-        monkeypatch.setattr(direct, "HDF5_READ_BYTES", -1)
+        monkeypatch.setattr(planner, "HDF5_READ_BYTES", -1)
     yield request.param
 
 

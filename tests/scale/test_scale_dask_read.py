@@ -234,9 +234,9 @@ def test_tasks_read_in_their_own_thread(
     """Outside a task, reads are shared out over h5vc's pool; a Dask task reads alone in
     its thread (Dask already runs one task per core)."""
     from h5vc.hdf5 import codecs, scatter
-    from h5vc.wrappers import direct
+    from h5vc.store import planner
 
-    monkeypatch.setattr(direct, "HDF5_READ_BYTES", -1)  # positioned reads at every size
+    monkeypatch.setattr(planner, "HDF5_READ_BYTES", -1)  # positioned reads at every size
     path = tmp_path / "big.h5"
     values = np.arange(400_000, dtype=np.float64)
     with h5vc.open(path, "w") as vf:

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import h5vc
+from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.reading import CommittedReader
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
-from h5vc.wrappers import direct
-from h5vc.wrappers.direct import DirectReader
 
 #: name -> (values, chunks, fill value)
 ARRAYS: dict[str, tuple[np.ndarray, tuple[int, ...], Any]] = {
@@ -70,16 +70,19 @@ def test_small_selections_are_read_from_the_virtual_dataset(edited, name, monkey
     vf, expected = edited
     dataset = vf["v2"][name]
     assert dataset._chunk_map.slots.min() < 0  # an unmapped chunk, filled by HDF5
-    through_vds = DirectReader(
+    through_vds = CommittedReader(
         dataset._chunk_map, dataset._raw_data, dataset.fillvalue, virtual=dataset.dataset
     )
-    from_raw_data = DirectReader(dataset._chunk_map, dataset._raw_data, dataset.fillvalue)
-    assert through_vds._virtual is not None
+    from_raw_data = CommittedReader(dataset._chunk_map, dataset._raw_data, dataset.fillvalue)
+    assert through_vds.planner.virtual
     for box in _boxes(expected[name].shape):
         want = expected[name][box]
         positioned = from_raw_data.read(box)
+        assert through_vds.planner.plan(box).path == "virtual"
+        assert from_raw_data.planner.plan(box).path in ("block", "pieces")
         with monkeypatch.context() as patch:
-            patch.setattr(DirectReader, "_read_box", _not_called)
+            patch.setattr(CommittedReader, "_read_block", _not_called)
+            patch.setattr(CommittedReader, "_read_pieces", _not_called)
             got = through_vds.read(box)
         for result in (got, positioned):
             np.testing.assert_array_equal(result, want)
@@ -96,28 +99,21 @@ def _not_called(*args: Any) -> None:
 def test_text_is_read_from_raw_data(edited) -> None:
     vf, expected = edited
     dataset = vf["v2"]["text"]
-    reader = DirectReader(
+    reader = CommittedReader(
         dataset._chunk_map, dataset._raw_data, dataset.fillvalue, virtual=dataset.dataset
     )
-    assert reader._virtual is None
+    assert not reader.planner.virtual
+    assert reader.planner.plan(slice(None)).path == "pieces"
     np.testing.assert_array_equal(dataset[:], expected["text"])
 
 
 def test_large_selections_take_positioned_reads(edited, monkeypatch) -> None:
     vf, expected = edited
     dataset = vf["v2"]["floats"]
-    monkeypatch.setattr(direct, "HDF5_READ_BYTES", 40)  # 10 float32
-    reader = DirectReader(
+    monkeypatch.setattr(planner, "HDF5_READ_BYTES", 40)  # 10 float32
+    reader = CommittedReader(
         dataset._chunk_map, dataset._raw_data, dataset.fillvalue, virtual=dataset.dataset
     )
-    boxes: list[Any] = []
-    real = DirectReader._read_box
-
-    def spy(self: DirectReader, box: Any, *args: Any) -> Any:
-        boxes.append(box)
-        return real(self, box, *args)
-
-    monkeypatch.setattr(DirectReader, "_read_box", spy)
     want = expected["floats"]
     for index, positioned in [
         ((slice(0, 2), slice(0, 7)), True),  # 14 float32
@@ -125,9 +121,9 @@ def test_large_selections_take_positioned_reads(edited, monkeypatch) -> None:
         ((slice(0, 10), 3), False),  # 10 float32: at the limit
         ((slice(0, 11), 3), True),
     ]:
-        before = len(boxes)
+        path = reader.planner.plan(index).path
+        assert (path != "virtual") == positioned, (index, path)
         np.testing.assert_array_equal(reader.read(index), want[index])
-        assert len(boxes) == before + positioned, index
 
 
 def test_many_blocks_take_positioned_reads(tmp_path: Path) -> None:
@@ -144,14 +140,15 @@ def test_many_blocks_take_positioned_reads(tmp_path: Path) -> None:
     with h5vc.open(path, "r") as vf:
         dataset = vf["v2"]["x"]
         blocks = dataset._chunk_map.blocks
-        assert blocks is not None and blocks > direct.HDF5_READ_BLOCKS
+        assert blocks is not None and blocks > planner.HDF5_READ_BLOCKS
         with h5py.File(path, "r") as plain:
             sources = plain["_version_data/versions/v2/x"].virtual_sources()
             assert blocks == sum(source.vspace.get_select_hyper_nblocks() for source in sources)
-        reader = DirectReader(
+        reader = CommittedReader(
             dataset._chunk_map, dataset._raw_data, dataset.fillvalue, virtual=dataset.dataset
         )
-        assert reader._virtual is None
+        assert not reader.planner.virtual
+        assert reader.planner.plan(slice(35, 45)).path == "pieces"
         np.testing.assert_array_equal(dataset[:], values)
         np.testing.assert_array_equal(dataset[35:45], values[35:45])
 
@@ -168,8 +165,8 @@ def test_virtual_fill_must_match(tmp_path: Path, vds_fill: Any, used: bool) -> N
         virtual = create_virtual_dataset(f, "v", raw, chunk_map, fillvalue=vds_fill)
         read_back = read_chunk_map(virtual, (4,))
         assert read_back == chunk_map and read_back.blocks == 2
-        reader = DirectReader(read_back, raw, 5.0, virtual=virtual)
-        assert (reader._virtual is not None) == used
+        reader = CommittedReader(read_back, raw, 5.0, virtual=virtual)
+        assert reader.planner.virtual == used
         want = np.array([8, 9, 10, 11, 5, 5, 5, 5, 0, 1, 2, 3], dtype=float)
         np.testing.assert_array_equal(reader.read(slice(None)), want)
         np.testing.assert_array_equal(reader.read(slice(3, 9)), want[3:9])
@@ -191,7 +188,7 @@ def test_names_with_percent_signs(tmp_path: Path, name: str) -> None:
     with h5vc.open(path, "r") as vf:
         for version, want in (("v1", values), ("v2", edited)):
             dataset = vf[version][name]
-            assert dataset._direct is None or dataset._direct._virtual is not None
+            assert dataset._committed_reader().planner.virtual
             np.testing.assert_array_equal(dataset[:], want)
             np.testing.assert_array_equal(dataset[2:5], want[2:5])
     with h5py.File(path, "r") as plain:
@@ -228,10 +225,10 @@ def test_a_copied_tree_is_read_from_its_own_chunks(tmp_path: Path, mode: str) ->
         copied = h5vc.VersionedHDF5File(f["backup"])["v3"]["x"]
         np.testing.assert_array_equal(copied[:], want)
         np.testing.assert_array_equal(copied[5:15], want[5:15])
-        assert copied._direct is not None and copied._direct._virtual is None
+        assert not copied._committed_reader().planner.virtual
         original = h5vc.VersionedHDF5File(f["data"])["v3"]["x"]
         np.testing.assert_array_equal(original[:], want)
-        assert original._direct is not None and original._direct._virtual is not None
+        assert original._committed_reader().planner.virtual
         assert h5vc.verify(h5vc.VersionedHDF5File(f["data"])).ok
         report = h5vc.verify(h5vc.VersionedHDF5File(f["backup"]))
         assert not report.ok

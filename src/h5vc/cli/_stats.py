@@ -11,6 +11,7 @@ records point at (:mod:`h5vc.cli._columns`).
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,8 @@ from h5vc.cli._columns import (
     new_sample_bytes,
     sample_usage,
 )
+from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, dataspace_dims, stored_messages_at
+from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
 from h5vc.store.tree import find
 from h5vc.versions import FileState, dataset_chunks, object_address
@@ -90,7 +93,8 @@ def _members(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.HL
 
 
 class _SlotSizes:
-    """Average stored bytes of one slot of each dataset path's ``raw_data``."""
+    """Average stored bytes of one slot of each chunk store's ``raw_data`` (by store
+    key: a dataset path, or the key of a dataset's alternate store)."""
 
     def __init__(self, state: FileState):
         self._state = state
@@ -368,7 +372,12 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     Work grows with the dataset objects, not with the links to them: a dataset that
     versions share (hard-linked, unchanged) is read once, and the datasets of a
     group they share are listed once.  Each object's slots are read from its virtual
-    mappings as runs, and each path's counts are taken over runs, not chunks."""
+    mappings as runs (from the file's bytes when it is open read-only, without
+    opening the object), and each store's counts are taken over runs, not chunks.
+
+    A slot is a slot of one chunk store: a dataset created again with a dtype or
+    chunks its first store cannot hold has a store of its own, counted apart (its
+    slots have their own size and are shared with no slot of the first store)."""
     state = vf.file_state
     with state.reading():
         names = state.log.names()
@@ -378,24 +387,27 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         }
         slot_size = _SlotSizes(state)
         stores = _Stores(state)
-        per_path: dict[str, list[tuple[_Object, _Runs]]] = {}
+        per_store: dict[tuple[str, str], list[tuple[_Object, _Runs]]] = {}
         columns: dict[str, list[ColumnObject]] = {}
-        for obj in _objects(state, names).values():
-            dataset = h5py.h5o.open(state.versions.id, obj.name)
-            if not isinstance(dataset, h5py.h5d.DatasetID):
+        for address, obj in _objects(state, names).items():
+            found = _from_header(state, stores, address, obj)
+            if found is None:
+                found = _through_hdf5(state, stores, obj)
+            if found is None:
                 continue  # an empty group (or a named datatype): no data
-            logical = int(np.prod(dataset.shape, dtype=np.int64)) * dataset.dtype.itemsize
+            logical, key, runs = found
             entry = usage.datasets.setdefault(obj.path, DatasetUsage(obj.path))
             entry.versions += len(obj.versions)
             entry.logical_bytes += logical * len(obj.versions)
             for version in obj.versions:
                 usage.versions[version]["logical_bytes"] += logical
-            per_path.setdefault(obj.path, []).append((obj, _slot_runs(state, stores, obj, dataset)))
+            if key is not None:
+                per_store.setdefault((obj.path, key), []).append((obj, runs))
             advance(1)
             if obj.path.rpartition("/")[2] == TABLE[1]:
                 _note_column(state, obj, columns)
-        for path, objects in per_path.items():
-            _count_path(usage, path, objects, slot_size(path))
+        for (path, key), objects in per_store.items():
+            _count_store(usage, path, objects, slot_size(key))
         _fold_columns(usage, columns, SampleSizes(state))
     return usage
 
@@ -458,75 +470,156 @@ class _Runs:
         breaks = np.flatnonzero(np.diff(used) != 1) + 1
         return cls(used[np.r_[0, breaks]], used[np.r_[breaks - 1, len(used) - 1]] + 1)
 
+    @classmethod
+    def of_blocks(cls, first: np.ndarray, stop: np.ndarray) -> _Runs:
+        """From slot ranges ``[first, stop)`` that may overlap (a chunk stored once and
+        used twice): each slot once."""
+        order = np.argsort(first, kind="stable")
+        first, stop = first[order], stop[order]
+        if len(first) > 1 and (first[1:] < np.maximum.accumulate(stop)[:-1]).any():
+            return cls.of_slots(np.concatenate([np.arange(a, b) for a, b in zip(first, stop)]))
+        return cls(first, stop)
+
+
+@dataclass(frozen=True)
+class _Store:
+    """One chunk store: its key (path under the version data), rows and chunk shape."""
+
+    key: str
+    rows: int
+    chunks: tuple[int, ...]
+
 
 class _Stores:
-    """Per dataset path: its own store's ``raw_data`` name, rows and chunk shape."""
+    """The chunk stores of the file, by the name their virtual mappings give
+    ``raw_data`` (as stored: ``"%%"`` for ``"%"``)."""
 
     def __init__(self, state: FileState):
         self._state = state
-        self._facts: dict[str, tuple[str, int, tuple[int, ...]] | None] = {}
+        self._prefix = (state.version_data.name or "").rstrip("/").encode() + b"/"
+        self.versions_name = state.versions.name
+        self._suffix = b"/" + layout.RAW_DATA.encode()
+        self._by_name: dict[bytes, _Store | None] = {}
+        #: Global heap collections read (address -> objects by index): HDF5 puts the
+        #: mappings of many virtual datasets in one.
+        self.collections: dict[int, dict[int, bytes]] = {}
 
-    def __call__(self, path: str) -> tuple[str, int, tuple[int, ...]] | None:
-        if path not in self._facts:
-            store = self._state.store(path)
-            self._facts[path] = (
-                None
-                if store is None
-                else (str(store.raw_data.name), int(store.raw_data.shape[0]), store.chunks)
-            )
-        return self._facts[path]
+    def named(self, source: bytes) -> _Store | None:
+        """The store whose ``raw_data`` the mappings name ``source``, or None."""
+        if source not in self._by_name:
+            self._by_name[source] = self._look_up(source.replace(b"%%", b"%"))
+        return self._by_name[source]
 
-
-def _slot_runs(
-    state: FileState, stores: _Stores, obj: _Object, dataset: h5py.h5d.DatasetID
-) -> _Runs:
-    """The slots ``dataset`` uses: from its mappings' source blocks when they are the
-    plain case (hyperslabs of its own store's raw_data, aligned to whole slots, inside
-    it), else from its chunk map (which checks the mappings, and raises where they
-    are damaged)."""
-    facts = stores(obj.path)
-    runs = None if facts is None else _source_runs(dataset, *facts)
-    if runs is None:
-        version = obj.versions[0]
-        chunk_map = state.chunk_map(version, obj.path, h5py.Dataset(dataset))
-        runs = _Runs.of_slots(chunk_map.slots)
-    return runs
+    def _look_up(self, name: bytes) -> _Store | None:
+        if not (name.startswith(self._prefix) and name.endswith(self._suffix)):
+            return None
+        key = name[len(self._prefix) : -len(self._suffix)].decode()
+        store = self._state.store(key)
+        if store is None or (store.raw_data.name or "").encode() != name:
+            return None
+        return _Store(key, int(store.raw_data.shape[0]), tuple(store.chunks))
 
 
-def _source_runs(
-    dataset: h5py.h5d.DatasetID, raw_data: str, rows: int, chunks: tuple[int, ...]
-) -> _Runs | None:
-    dcpl = dataset.get_create_plist()
-    if dcpl.get_layout() != h5py.h5d.VIRTUAL:
+#: Datatype classes whose size in the file is not numpy's item size (references,
+#: variable-length data): their objects are opened through HDF5.
+_OTHER_ITEMSIZE = frozenset((7, 9))
+_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT))
+
+
+def _from_header(
+    state: FileState, stores: _Stores, address: int, obj: _Object
+) -> tuple[int, str | None, _Runs] | None:
+    """Logical bytes, store key (None: no slot used) and slot runs of the dataset
+    object at ``address``,
+    read from the file's bytes without opening it: the plain case only (a file open
+    read-only, every mapping a slot-aligned hyperslab of one store's ``raw_data``);
+    None for anything else, which :func:`_through_hdf5` reads."""
+    where = f"{stores.versions_name}/{obj.name.decode(errors='replace')}"
+    stored = stored_messages_at(state.versions, address, _MESSAGES, where)
+    if stored is None or len(stored.messages) != len(_MESSAGES):
         return None
-    ndim = len(chunks)
-    runs: list[tuple[int, int]] = []
-    for i in range(dcpl.get_virtual_count()):
-        space = dcpl.get_virtual_srcspace(i)
-        if space.get_select_type() != h5py.h5s.SEL_HYPERSLABS:
-            return None
-        if dcpl.get_virtual_dsetname(i) != raw_data or dcpl.get_virtual_filename(i) != ".":
-            return None
-        for first, last in space.get_select_hyper_blocklist().tolist():
-            if len(first) != ndim or first[0] % chunks[0] or last[0] >= rows:
-                return None  # left to the chunk map, which knows what is wrong
-            if any(a != 0 or b >= c for a, b, c in zip(first[1:], last[1:], chunks[1:])):
+    datatype = stored.messages[DATATYPE]
+    if datatype[0] & 0x0F in _OTHER_ITEMSIZE:
+        return None
+    mappings = header_mappings(stored, where, state.filename, stores.collections)
+    if mappings is None or len(mappings.sources) > 1:
+        return None
+    shape = dataspace_dims(stored.messages[DATASPACE], stored.sizeof_size)
+    logical = math.prod(shape) * int.from_bytes(datatype[4:8], "little")
+    if not mappings.sources:  # every chunk the fill value: no slot used
+        return logical, None, _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    [(source_file, source_name)] = mappings.sources
+    store = stores.named(source_name)
+    if source_file != b"." or store is None:
+        return None
+    runs = _plain_runs(mappings.source, store)
+    if runs is None:
+        return None
+    return logical, store.key, runs
+
+
+def _plain_runs(blocks: np.ndarray, store: _Store) -> _Runs | None:
+    """The slots of source ``blocks`` (``(n, 2, ndim)`` first and last coordinates) of
+    ``store``'s raw_data, if each block is whole slots inside it; else None."""
+    chunks = store.chunks
+    if blocks.shape[2] != len(chunks):
+        return None
+    c0 = chunks[0]
+    if len(blocks) <= _FEW_BLOCKS:  # plain Python costs less than numpy's calls here
+        runs = []
+        for first, last in blocks.tolist():
+            if (
+                first[0] % c0
+                or last[0] >= store.rows
+                or any(first[1:])
+                or any(a >= b for a, b in zip(last[1:], chunks[1:]))
+            ):
                 return None
-            runs.append((first[0] // chunks[0], last[0] // chunks[0] + 1))
-    runs.sort()
-    merged = len(runs) < 2 or all(b[0] >= a[1] for a, b in itertools.pairwise(runs))
-    if not merged:
-        # Overlapping runs (a chunk stored once, used twice): count each slot once.
-        slots = [np.arange(a, b) for a, b in runs]
-        return _Runs.of_slots(np.concatenate(slots))
-    array = np.asarray(runs, dtype=np.int64).reshape(-1, 2)
-    return _Runs(array[:, 0], array[:, 1])
+            runs.append((first[0] // c0, last[0] // c0 + 1))
+        runs.sort()
+        if all(a[1] <= b[0] for a, b in itertools.pairwise(runs)):
+            return _Runs(
+                np.array([a for a, _ in runs], np.int64), np.array([b for _, b in runs], np.int64)
+            )
+    first, last = blocks[:, 0, :], blocks[:, 1, :]
+    if (
+        (first[:, 0] % c0).any()
+        or (last[:, 0] >= store.rows).any()
+        or (first[:, 1:] != 0).any()
+        or (last[:, 1:] >= np.asarray(chunks[1:], np.int64)).any()
+    ):
+        return None  # left to the chunk map, which knows what is wrong
+    return _Runs.of_blocks(first[:, 0] // c0, last[:, 0] // c0 + 1)
 
 
-def _count_path(
+#: Mappings of at most this many blocks are checked in plain Python.
+_FEW_BLOCKS = 16
+
+
+def _through_hdf5(
+    state: FileState, stores: _Stores, obj: _Object
+) -> tuple[int, str | None, _Runs] | None:
+    """Logical bytes, store key (None: no store) and slot runs of a dataset object,
+    opened through HDF5 and read through its chunk map (which checks the mappings,
+    and raises where they are damaged); None if the object is not a dataset."""
+    dataset_id = h5py.h5o.open(state.versions.id, obj.name)
+    if not isinstance(dataset_id, h5py.h5d.DatasetID):
+        return None
+    logical = int(np.prod(dataset_id.shape, dtype=np.int64)) * dataset_id.dtype.itemsize
+    version = obj.versions[0]
+    dataset = h5py.Dataset(dataset_id)
+    chunk_map = state.chunk_map(version, obj.path, dataset)
+    runs = _Runs.of_slots(chunk_map.slots)
+    if not len(runs.start):
+        return logical, None, runs
+    return logical, state.store_key(version, obj.path, dataset), runs
+
+
+def _count_store(
     usage: Usage, path: str, objects: list[tuple[_Object, _Runs]], slot_size: float
 ) -> None:
-    """Add the stored and shared bytes of one dataset path's objects to ``usage``."""
+    """Add the stored and shared bytes of the objects of dataset ``path`` in one of its
+    chunk stores to ``usage``."""
     weights = np.asarray([len(obj.versions) for obj, _ in objects], dtype=np.int64)
     lengths = np.asarray([len(runs.start) for _, runs in objects], dtype=np.int64)
     starts = np.concatenate([runs.start for _, runs in objects]).astype(np.int64)
@@ -540,8 +633,8 @@ def _count_path(
     users = np.cumsum(change[:-1])
     shared_before = np.concatenate([[0], np.cumsum(users > 1)])
     entry = usage.datasets[path]
-    entry.stored_bytes = round(np.count_nonzero(users) * slot_size)
-    entry.shared_bytes = round(int(shared_before[-1]) * slot_size)
+    entry.stored_bytes += round(np.count_nonzero(users) * slot_size)
+    entry.shared_bytes += round(int(shared_before[-1]) * slot_size)
     used = np.bincount(owner, weights=stops - starts, minlength=len(objects))
     shared = np.bincount(
         owner, weights=shared_before[stops] - shared_before[starts], minlength=len(objects)

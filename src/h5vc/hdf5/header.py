@@ -46,6 +46,7 @@ __all__ = [
     "file_descriptor",
     "object_messages",
     "stored_messages",
+    "stored_messages_at",
     "trust_dataset_header",
     "walk_messages",
 ]
@@ -68,8 +69,8 @@ _NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _CONTINUATION = (
     0x0010,
 )
 
-#: Types of the dataspace and layout messages.
-DATASPACE, LAYOUT = _DATASPACE, _LAYOUT
+#: Types of the dataspace, datatype and layout messages.
+DATASPACE, DATATYPE, LAYOUT = _DATASPACE, _DATATYPE, _LAYOUT
 
 #: Message flag bit: the message is shared (stored elsewhere, referenced here).
 _SHARED = 0x02
@@ -202,6 +203,14 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
     if key is None:
         return None
     return _stored(group, key, kinds, f"{group.name.rstrip('/')}/{name}")
+
+
+def stored_messages_at(
+    group: h5py.Group, address: int, kinds: frozenset[int], where: str
+) -> StoredHeader | None:
+    """:func:`stored_messages` of the object whose header is at ``address`` in the file
+    of ``group`` (known from a link to it); ``where`` names it in error messages."""
+    return _stored(group, (group.id.fileno, address), kinds, where)
 
 
 def object_messages(obj: h5py.HLObject, kinds: frozenset[int]) -> StoredHeader | None:

@@ -37,11 +37,12 @@ from h5vc.hdf5.header import (
     LAYOUT,
     HeaderDamage,
     PositionedReader,
+    StoredHeader,
     dataspace_dims,
     stored_messages,
 )
 
-__all__ = ["Mappings", "decode_mappings", "stored_mappings", "stored_shape"]
+__all__ = ["Mappings", "decode_mappings", "header_mappings", "stored_mappings", "stored_shape"]
 
 _LAYOUT_VIRTUAL = 3
 _SEL_NONE, _SEL_POINTS, _SEL_HYPERSLABS, _SEL_ALL = 0, 1, 2, 3
@@ -105,6 +106,19 @@ def stored_mappings(group: h5py.Group, name: str) -> Mappings | None:
     stored = stored_messages(group, name, frozenset((DATASPACE, LAYOUT)))
     if stored is None:
         return None
+    return header_mappings(stored, f"{group.name.rstrip('/')}/{name}", group.file.filename)
+
+
+def header_mappings(
+    stored: StoredHeader,
+    where: str,
+    filename: str,
+    collections: dict[int, dict[int, bytes]] | None = None,
+) -> Mappings | None:
+    """The mappings of the virtual dataset whose dataspace and layout messages
+    ``stored`` holds (:func:`stored_mappings`; ``where`` and ``filename`` name it in
+    error messages). ``collections`` keeps the global heap collections read, by
+    address, for the next call (HDF5 puts the mappings of many datasets in one)."""
     layout = stored.messages.get(LAYOUT)
     space = stored.messages.get(DATASPACE)
     if layout is None or space is None or len(layout) < 2:
@@ -113,7 +127,9 @@ def stored_mappings(group: h5py.Group, name: str) -> Mappings | None:
         return None  # not a virtual dataset (or a layout HDF5 will refuse itself)
     try:
         dims = dataspace_dims(space, stored.sizeof_size)
-        blob = _heap_object(stored.reader, layout, stored.sizeof_addr, stored.sizeof_size)
+        blob = _heap_object(
+            stored.reader, layout, stored.sizeof_addr, stored.sizeof_size, collections
+        )
         if blob is None:
             return Mappings.of([], [], len(dims))
         return decode_mappings(blob, len(dims), stored.sizeof_size)
@@ -121,8 +137,8 @@ def stored_mappings(group: h5py.Group, name: str) -> Mappings | None:
         return None
     except (HeaderDamage, struct.error, ValueError) as damage:
         raise CorruptDataError(
-            f"The virtual mappings of {group.name.rstrip('/')}/{name} in "
-            f"{group.file.filename!r} are damaged and cannot be read: {damage}. Run "
+            f"The virtual mappings of {where} in {filename!r} are damaged and cannot be "
+            f"read: {damage}. Run "
             f"h5vc.verify on the file; restore it from a copy if it was written."
         ) from None
 
@@ -141,16 +157,27 @@ def stored_shape(group: h5py.Group, name: str) -> tuple[int, ...] | None:
 
 
 def _heap_object(
-    reader: PositionedReader, layout: bytes, sizeof_addr: int, sizeof_size: int
+    reader: PositionedReader,
+    layout: bytes,
+    sizeof_addr: int,
+    sizeof_size: int,
+    collections: dict[int, dict[int, bytes]] | None = None,
 ) -> bytes | None:
     """The global-heap object a version-4 virtual layout message points to (None: the
-    dataset has no mappings)."""
+    dataset has no mappings); with ``collections``, every object of its collection is
+    kept there for the next call."""
     if len(layout) < 2 + sizeof_addr + 4:
         raise HeaderDamage("the virtual layout message is too short")
     address = int.from_bytes(layout[2 : 2 + sizeof_addr], "little")
     index = int.from_bytes(layout[2 + sizeof_addr : 6 + sizeof_addr], "little")
     if address == (1 << (8 * sizeof_addr)) - 1:
         return None  # the undefined address: no mappings stored
+    objects = None if collections is None else collections.get(address)
+    if objects is not None:
+        found = objects.get(index)
+        if found is None:
+            raise HeaderDamage(f"no object {index} in the global heap collection at {address}")
+        return found
     prefix = 8 + sizeof_size  # "GCOL", version, 3 reserved bytes, collection size
     head = reader.read(address, prefix)
     if len(head) < prefix or head[:4] != b"GCOL":
@@ -161,6 +188,7 @@ def _heap_object(
     data = reader.read(address, size)
     entry = 8 + sizeof_size  # index, reference count, reserved, object size
     pos = prefix
+    kept: dict[int, bytes] = {}
     while pos + entry <= size:
         number = int.from_bytes(data[pos : pos + 2], "little")
         length = int.from_bytes(data[pos + 8 : pos + entry], "little")
@@ -168,9 +196,15 @@ def _heap_object(
             break  # the free space closes the collection
         if pos + entry + length > size:
             raise HeaderDamage(f"heap object {number} of {length} bytes overruns its collection")
-        if number == index:
+        if collections is not None:
+            kept[number] = data[pos + entry : pos + entry + length]
+        elif number == index:
             return data[pos + entry : pos + entry + length]
         pos += entry + -(-length // 8) * 8
+    if collections is not None:
+        collections[address] = kept
+        if index in kept:
+            return kept[index]
     raise HeaderDamage(f"no object {index} in the global heap collection at {address}")
 
 

@@ -6,8 +6,10 @@ are described by numpy arrays (file offset, address, length per segment), turned
 ``struct iovec`` arrays without a Python loop and read with the C library's
 ``preadv`` through :mod:`ctypes`, which lets go of the GIL while the kernel copies.
 Segments that follow each other in the file go into one call, up to ``IOV_MAX``
-segments and about ``piece_bytes`` bytes; a short gap between them (bytes nobody
-asked for) is read into a throw-away buffer rather than paid for with another call.
+segments and about ``piece_bytes`` bytes; a short gap between them (at most
+``max_gap`` bytes nobody asked for) is read into a throw-away buffer rather than paid
+for with another call. The sizes are the caller's (the versioned store's read
+planner holds them).
 
 Every address is checked to lie inside the destination array before anything is
 read: a plan that would write outside it raises instead.
@@ -29,10 +31,6 @@ __all__ = ["Plan", "available", "plan", "run"]
 
 #: The most segments one ``preadv`` call takes (POSIX's ``IOV_MAX`` on Linux and macOS).
 IOV_MAX = 1024
-
-#: A gap of at most this many bytes between two segments is read and thrown away;
-#: a longer one ends the call. Copying 8 KiB costs about what one more call does.
-MAX_GAP = 8 << 10
 
 _preadv: Any = None
 
@@ -102,9 +100,13 @@ def plan(
     addresses: np.ndarray,
     lengths: np.ndarray,
     piece_bytes: int,
+    *,
+    max_gap: int,
 ) -> Plan:
     """The calls that read ``lengths[i]`` bytes of the file at ``file_offsets[i]`` to
-    ``addresses[i]`` for every segment ``i``, each address inside ``destination``.
+    ``addresses[i]`` for every segment ``i``, each address inside ``destination``;
+    a gap of at most ``max_gap`` bytes between two segments is read and thrown away,
+    a longer one ends the call.
 
     Segments may come in any order and overlap in the file (two places of the result
     that read the same stored bytes); they must not overlap in ``destination``.
@@ -144,7 +146,7 @@ def plan(
 
     # Gaps: read into a sink if short, else the next segment starts a new call.
     gaps = file_offsets[1:] - (file_offsets[:-1] + lengths[:-1])
-    bridged = (gaps > 0) & (gaps <= MAX_GAP)
+    bridged = (gaps > 0) & (gaps <= max_gap)
     sink = np.empty(int(gaps[bridged].max()) if bridged.any() else 0, np.uint8)
     n = len(lengths)
     # Entries: segment i at 2i, the sink for the gap after it at 2i + 1 (if bridged).
@@ -159,7 +161,7 @@ def plan(
     entry_offset[1::2] = file_offsets + lengths
     hard = np.zeros(2 * n, bool)
     hard[0] = True
-    hard[2::2] = (gaps < 0) | (gaps > MAX_GAP)
+    hard[2::2] = (gaps < 0) | (gaps > max_gap)
     used = entry_length > 0
     entry_address, entry_length = entry_address[used], entry_length[used]
     entry_offset, hard = entry_offset[used], hard[used]

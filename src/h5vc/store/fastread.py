@@ -7,11 +7,12 @@ per open store and kept in a :class:`~h5vc.hdf5.chunktable.ChunkTable`; a
 hyperslab of ``raw_data`` is then read with positioned reads.  Where the stored rows
 land in long contiguous stretches of the result (1-D data, chunks as wide as the
 result) they are read straight into it (:mod:`h5vc.hdf5.scatter`); otherwise runs of
-chunks that lie one after the other in the file are read in pieces of
-:data:`PIECE_BYTES` into a buffer of the reading thread and copied into place, the
-pieces shared out between threads in the order of their place in the result.
-Compressed chunks are read raw, in runs of adjacent chunks by the thread that decodes
-them (:mod:`h5vc.hdf5.codecs`), on all cores.
+chunks that lie one after the other in the file are read in pieces into a buffer of
+the reading thread and copied into place, the pieces shared out between threads in
+the order of their place in the result. Compressed chunks are read raw, in runs of
+adjacent chunks by the thread that decodes them (:mod:`h5vc.hdf5.codecs`), on all
+cores. Every size that decides between these ways is a threshold of
+:mod:`h5vc.store.planner`.
 
 :class:`FastReader` serves what it can and says so; HDF5 serves the rest: a file
 not opened with the ``sec2`` driver (no descriptor: a Python file object, the core
@@ -36,23 +37,9 @@ from h5vc.hdf5.chunktable import ChunkTable
 from h5vc.hdf5.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import file_descriptor
+from h5vc.store import planner
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
-
-#: Compressed chunks are fetched in runs of about this many stored bytes, each by the
-#: thread that decodes them, into a buffer small enough to stay in its cache.
-BUFFER_BYTES = 256 << 10
-
-#: Uncompressed bytes are read in pieces of at most this size into a buffer of the
-#: reading thread (kept from read to read, so its pages are mapped once), then copied
-#: into place; the pieces are shared out between threads in the order of their place
-#: in the result. Full reads of 80 MB took the same time with 1, 4 or 16 MiB pieces;
-#: 256 KiB and smaller pieces pay for their count in Python overhead.
-PIECE_BYTES = 1 << 20
-
-#: Stretches of the result at least this long are read straight into it
-#: (:mod:`h5vc.hdf5.scatter`); shorter ones through a buffer and numpy's copy.
-SCATTER_MIN_BYTES = 64 << 10
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
@@ -194,7 +181,7 @@ class FastReader:
                 tasks = self._read_scatter(destination, table, tasks)
             # Pieces of at most PIECE_BYTES, in the order of their place in the result:
             # each thread fills its own stretch of it.
-            pieces = _split(tasks, max(1, PIECE_BYTES // self.row_bytes))
+            pieces = _split(tasks, max(1, planner.PIECE_BYTES // self.row_bytes))
             pieces.sort(key=lambda task: task.dst)
 
             def read_plain(task: _Task) -> None:
@@ -287,7 +274,7 @@ class FastReader:
         for (src_rest, count_rest), group in groups.items():
             run_src, run_dst, run_len = self._row_runs(src_rest, count_rest, strides[1:])
             whole_rows = len(run_len) == 1 and run_len[0] == row_bytes == strides[0]
-            if not whole_rows and run_len.min() < SCATTER_MIN_BYTES:
+            if not whole_rows and run_len.min() < planner.SCATTER_MIN_BYTES:
                 left.extend(group)
                 continue
             files = np.array(
@@ -311,7 +298,14 @@ class FastReader:
             )
         if parts:
             file_offsets, addresses, lengths = (np.concatenate(c) for c in zip(*parts))
-            reads = scatter.plan(destination, file_offsets, addresses, lengths, PIECE_BYTES)
+            reads = scatter.plan(
+                destination,
+                file_offsets,
+                addresses,
+                lengths,
+                planner.PIECE_BYTES,
+                max_gap=planner.SCATTER_MAX_GAP,
+            )
             threads = codecs.GROUPS_PER_WORKER * codecs.workers()
             scatter.run(self.fd, reads, codecs.parallel_map, threads)
         return left
@@ -393,7 +387,7 @@ class FastReader:
         # Runs of chunks adjacent in the file, of about BUFFER_BYTES stored bytes each:
         # each thread reads its run into its own small buffer (still in its cache when
         # the decoder reads it) and decodes it.
-        runs = _runs(table, tasks, BUFFER_BYTES)
+        runs = _runs(table, tasks, planner.BUFFER_BYTES)
 
         def fetch_and_decode(run: list[_Task]) -> None:
             for item in _fetch_run(fd, table, run):
@@ -486,20 +480,18 @@ def _fetch_run(fd: int, table: ChunkTable, run: list[_Task]) -> list[tuple[_Task
 
 _LOCAL = threading.local()
 
-#: A thread keeps buffers up to this size for its next read.
-KEEP_BYTES = 16 << 20
-
 
 def _scratch(key: str, nbytes: int) -> np.ndarray:
     """A byte buffer of ``nbytes`` owned by this thread, kept for its next use (its
-    pages are then already mapped) unless larger than :data:`KEEP_BYTES`."""
+    pages are then already mapped) unless larger than
+    :data:`~h5vc.store.planner.KEEP_BYTES`."""
     buffers: dict[str, np.ndarray] | None = getattr(_LOCAL, "buffers", None)
     if buffers is None:
         buffers = _LOCAL.buffers = {}
     buffer = buffers.get(key)
     if buffer is None or len(buffer) < nbytes:
         buffer = np.empty(nbytes, dtype=np.uint8)
-        if nbytes <= KEEP_BYTES:
+        if nbytes <= planner.KEEP_BYTES:
             buffers[key] = buffer
     return buffer[:nbytes]
 

@@ -1,12 +1,17 @@
-"""Reading ``raw_data`` for the staging engine.
+"""Reading committed data: the plans of :mod:`h5vc.store.planner` carried out.
+
+:class:`CommittedReader` serves every read of one committed dataset: it asks its
+:class:`~h5vc.store.planner.ReadPlanner` for a plan and carries it out (the virtual
+dataset through h5py, a block or pieces of ``raw_data`` through :class:`RawDataSlab`,
+anything else through the staging engine).
 
 The staging engine is pure numpy: it reads its base slabs through a small protocol
 (:class:`~h5vc.staging.transfer.HyperslabReader`).  :class:`RawDataSlab` implements it
 for an ``h5py.Dataset``: positioned reads of the chunks' bytes where
-:mod:`h5vc.store.fastread` can serve them, else one low-level ``H5Dread`` per slice
-pair, hyperslab to hyperslab, with no temporary array and none of the selection
-parsing h5py's high-level API does on every call (which dominates when a read is
-split into many runs of chunks).
+:mod:`h5vc.store.fastread` can serve them (and the planner says they pay), else one
+low-level ``H5Dread`` per slice pair, hyperslab to hyperslab, with no temporary array
+and none of the selection parsing h5py's high-level API does on every call (which
+dominates when a read is split into many runs of chunks).
 """
 
 from __future__ import annotations
@@ -19,16 +24,12 @@ import numpy as np
 
 from h5vc.hdf5.damage import damaged
 from h5vc.staging import StagedChangesArray
+from h5vc.staging.transfer import read_many_slices
+from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.fastread import fast_reader
 
-__all__ = ["RawDataSlab", "read_fill", "staged_array"]
-
-#: Boxes smaller than this are read through h5py: its compiled reader and chunk cache
-#: serve a read of a few chunks in 30-60 us, less than the positioned-read path's fixed
-#: cost; from about 16 chunks of 8 KiB on, positioned reads win (1.4x at 64 Ki
-#: float64, 3.6x at 256 Ki).
-FAST_READ_MIN_BYTES = 128 * 1024
+__all__ = ["CommittedReader", "RawDataSlab", "read_fill", "staged_array"]
 
 
 class RawDataSlab:
@@ -61,8 +62,8 @@ class RawDataSlab:
     def read_box(self, starts: list[int], counts: list[int]) -> np.ndarray | None:
         """``dataset[starts : starts + counts]`` as a new array, read by positioned
         reads; None when :mod:`h5vc.store.fastread` cannot serve it or the box is too
-        small for positioned reads to pay (:data:`FAST_READ_MIN_BYTES`)."""
-        if math.prod(counts) * self.dtype.itemsize < FAST_READ_MIN_BYTES:
+        small for positioned reads to pay (:func:`~h5vc.store.planner.positioned_reads_pay`)."""
+        if not planner.positioned_reads_pay(math.prod(counts) * self.dtype.itemsize):
             return None
         reader = fast_reader(self.dataset)
         if reader is None:
@@ -92,7 +93,7 @@ class RawDataSlab:
         if (
             all(step == 1 for step in src_step)
             and all(step == 1 for step in dst_step)
-            and sum(map(math.prod, counts)) * self.dtype.itemsize >= FAST_READ_MIN_BYTES
+            and planner.positioned_reads_pay(sum(map(math.prod, counts)) * self.dtype.itemsize)
         ):
             reader = fast_reader(self.dataset)
             if reader is not None:
@@ -145,3 +146,103 @@ def staged_array(
         slab_indices=stored.astype(np.intp),
         slab_offsets=np.where(stored, slots * chunk_map.chunks[0], 0).astype(np.intp),
     )
+
+
+class CommittedReader:
+    """Every read of one committed dataset: planned, then carried out."""
+
+    __slots__ = (
+        "_array",
+        "_chunk_map",
+        "_dtype",
+        "_fill",
+        "_raw_data",
+        "_slab",
+        "_virtual",
+        "planner",
+    )
+
+    def __init__(
+        self,
+        chunk_map: ChunkMap,
+        raw_data: h5py.Dataset,
+        fillvalue: Any,
+        *,
+        virtual: h5py.Dataset | None = None,
+    ):
+        """``fillvalue``: the dataset's (None: zeros); ``virtual``: the virtual dataset
+        ``chunk_map`` was read from, which serves small reads when it maps few blocks."""
+        dtype = raw_data.dtype
+        self._chunk_map = chunk_map
+        self._raw_data = raw_data
+        self._dtype = dtype
+        self._fill = read_fill(dtype, fillvalue)
+        self._virtual = virtual
+        self.planner = planner.ReadPlanner(
+            chunk_map, dtype, virtual=virtual, raw_data=raw_data, fillvalue=self._fill
+        )
+        self._slab: RawDataSlab | None = None
+        self._array: StagedChangesArray | None = None
+
+    def engine(self) -> StagedChangesArray:
+        """The staging engine's array of the dataset (made on first use)."""
+        if self._array is None:
+            self._array = staged_array(self._chunk_map, self._raw_data, self._dtype, self._fill)
+        return self._array
+
+    def read(self, index: Any) -> Any:
+        """``dataset[index]``, as numpy gives it."""
+        plan = self.planner.plan(index)
+        if plan.path == "engine":
+            return self.engine()[index]
+        try:
+            if plan.path == "virtual":
+                assert self._virtual is not None
+                return self._virtual[plan.selection()]
+            if plan.path == "block":
+                return self._read_block(plan)
+            return self._read_pieces(plan)
+        except OSError:
+            raw_data = self._raw_data
+            with damaged(str(raw_data.file.filename), f"A chunk of {raw_data.name}"):
+                raise
+
+    def _slab_of_raw_data(self) -> RawDataSlab:
+        if self._slab is None:
+            self._slab = RawDataSlab(self._raw_data)
+        return self._slab
+
+    def _read_block(self, plan: planner.ReadPlan) -> Any:
+        """A box inside one run: one hyperslab of ``raw_data``."""
+        starts, counts = plan.raw_block(self._chunk_map.chunks)
+        out = self._slab_of_raw_data().read_box(starts, counts)
+        if out is None:
+            selection = tuple(
+                start if by_int else slice(start, start + count)
+                for start, count, (_, _, by_int) in zip(starts, counts, plan.box)
+            )
+            return self._raw_data[selection]
+        return out[plan.squeeze()]
+
+    def _read_pieces(self, plan: planner.ReadPlan) -> Any:
+        """One piece per run and chunk column, read together; fill pieces filled."""
+        pieces = plan.pieces
+        assert pieces is not None
+        out = np.empty(plan.shape, dtype=self._dtype)
+        for dst, count in zip(pieces.dst[pieces.fill].tolist(), pieces.count[pieces.fill].tolist()):
+            out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
+        stored = ~pieces.fill
+        if stored.any():
+            ones = (1,) * out.ndim
+            read_many_slices(
+                self._slab_of_raw_data(),
+                out,
+                pieces.src[stored],
+                pieces.dst[stored],
+                pieces.count[stored],
+                ones,
+                ones,
+            )
+        if any(by_int for _, _, by_int in plan.box):
+            return out[plan.squeeze()]
+        return out

@@ -23,11 +23,10 @@ from h5vc.hdf5.mappings import Mappings
 from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import RawDataSlab, read_fill, staged_array
+from h5vc.store.reading import CommittedReader, RawDataSlab, read_fill, staged_array
 from h5vc.versions import DatasetCommit, FileState, Link
 from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
-from h5vc.wrappers.direct import DirectReader
 
 __all__ = [
     "CommittedDataset",
@@ -252,8 +251,7 @@ class CommittedDataset(_DatasetBase):
         self._raw_data = raw_data
         self._chunks = chunk_map.chunks
         self._fillvalue = fillvalue
-        self._array: StagedChangesArray | None = None
-        self._direct: DirectReader | None = None
+        self._reader: CommittedReader | None = None
         self._attrs = CommittedAttributes(
             dataset.attrs, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
         )
@@ -300,20 +298,23 @@ class CommittedDataset(_DatasetBase):
 
     @reads
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        return super().__array__(dtype, copy)
+        data = np.asarray(self[...])
+        return data if dtype is None else data.astype(dtype)
 
     @reads
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, str):
+            return super().__getitem__(index)  # raises: no field names
+        return self._committed_reader().read(index)
+
+    def _committed_reader(self) -> CommittedReader:
+        """The reader (planner and executor) of this dataset's reads."""
         self._current()
-        if self._direct is None:
-            fill = read_fill(self.dtype, self._fillvalue)
-            self._direct = DirectReader(
-                self._chunk_map, self._raw_data, fill, virtual=self._dataset
+        if self._reader is None:
+            self._reader = CommittedReader(
+                self._chunk_map, self._raw_data, self._fillvalue, virtual=self._dataset
             )
-        result = self._direct.read(index)
-        if result is None:
-            return super().__getitem__(index)
-        return result
+        return self._reader
 
     def _describe(self) -> str:
         return f"dataset {self._name!r} of version {self._version!r}"
@@ -321,13 +322,7 @@ class CommittedDataset(_DatasetBase):
     @property
     @reads
     def _data(self) -> StagedChangesArray:
-        self._current()
-        if self._array is None:
-            dtype = self.dtype
-            self._array = staged_array(
-                self._chunk_map, self._raw_data, dtype, read_fill(dtype, self._fillvalue)
-            )
-        return self._array
+        return self._committed_reader().engine()
 
     @property
     def shape(self) -> tuple[int, ...]:
