@@ -108,3 +108,17 @@ def test_a_first_read_loads_no_lifecycle_tool(tmp_path: Path) -> None:
 def test_every_lifecycle_name_resolves_on_first_use(name: str) -> None:
     assert getattr(h5vc.lifecycle, name) is not None
     assert name in dir(h5vc.lifecycle)
+
+
+@pytest.mark.parametrize("name", ["diff", "repack", "stats", "verify"])
+def test_a_lifecycle_function_named_like_its_module_stays_the_function(name: str) -> None:
+    """Importing the module ``h5vc.lifecycle.<name>`` (as other modules do) leaves
+    ``h5vc.lifecycle.<name>`` the function, not the module."""
+    code = (
+        f"import importlib, h5vc.lifecycle as lc; importlib.import_module('h5vc.lifecycle.{name}'); "
+        f"print(callable(lc.{name}), callable(getattr(__import__('h5vc'), {name!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "True True"

@@ -10,6 +10,8 @@ version loads none of them.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -62,3 +64,17 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """The package, whose functions ``diff``, ``repack``, ``stats`` and ``verify`` share
+    their names with their modules: importing such a module sets the package's
+    attribute of that name to the module, so the function is set instead."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, types.ModuleType) and _PUBLIC.get(name) == value.__name__:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
