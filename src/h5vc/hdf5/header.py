@@ -148,9 +148,11 @@ def _read_only(obj: h5py.HLObject, fileno: object) -> bool:
 def file_descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
-        if file.driver == "fileobj":
+        # The driver's id, compared directly (h5py's File.driver builds a table per call).
+        driver = file.id.get_access_plist().get_driver()
+        if driver == h5py.h5fd.fileobj_driver:
             return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
-        if file.driver != "sec2":
+        if driver != h5py.h5fd.SEC2:
             return None
         handle = file.id.get_vfd_handle()
     except Exception:
