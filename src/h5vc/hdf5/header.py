@@ -200,6 +200,8 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
     that is not a hard link, a version-2 header. Raises :class:`CorruptDataError` if
     the header's message list is damaged.
     """
+    if not _read_only(group, group.id.fileno):
+        return None  # asked first: a file open for writing needs no link lookups
     key = _key(group, name)
     if key is None:
         return None
