@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -67,3 +69,34 @@ def test_many_tiny_datasets_over_many_commits_make_a_small_file(tmp_path: Path) 
     with h5vc.open(str(path)) as vf:
         assert vf["v19"][names[19]][()].tolist() == [19, 1, 2]
         assert vf["v18"][names[19]][()].tolist() == [0, 1, 2]
+
+
+def _commit_in_another_process(path: Path, name: str, value: int) -> None:
+    code = (
+        "import sys, h5vc\n"
+        "with h5vc.open(sys.argv[1], 'a') as vf, vf.stage_version(sys.argv[2]) as g:\n"
+        "    g['x'][0] = int(sys.argv[3])\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code, str(path), name, str(value)], check=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("first_use", ["dtype", "shape", "read"])
+def test_a_dataset_opened_before_the_file_changed_is_read_after_it(
+    tmp_path: Path, first_use: str
+) -> None:
+    """Opening a committed dataset finds its chunk map on first use: a use after another
+    process committed (the read-only handle is then opened anew) reads the same data."""
+    path = tmp_path / "data.h5"
+    with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as group:
+        group.create_dataset("x", data=np.arange(10, dtype=np.int64), chunks=(4,))
+    with h5vc.open(str(path), "r") as vf:
+        dataset = vf["v1"]["x"]
+        _commit_in_another_process(path, "v2", 5)
+        if first_use == "dtype":
+            assert dataset.dtype == np.int64
+        elif first_use == "shape":
+            assert dataset.shape == (10,)
+        assert dataset[:].tolist() == list(range(10))
+        assert vf["v2"]["x"][:].tolist() == [5, *range(1, 10)]

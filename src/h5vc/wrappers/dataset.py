@@ -271,12 +271,17 @@ class CommittedDataset(_DatasetBase):
         if loaded is None:
             state = self._state
             with state.reading():
-                store = state.require_store(self._path, self._version, self._dataset)
-                chunk_map = state.chunk_map(
-                    self._version, self._path, self._dataset, self._mappings
-                )
-                loaded = (chunk_map, store.raw_data, store.fillvalue)
-            self._loaded, self._mappings = loaded, None
+                # Entering the read may have opened the file anew (it changed): the
+                # dataset is then opened again from the new handle first.
+                self._current()
+                loaded = self._loaded
+                if loaded is None:
+                    store = state.require_store(self._path, self._version, self._dataset)
+                    chunk_map = state.chunk_map(
+                        self._version, self._path, self._dataset, self._mappings
+                    )
+                    loaded = (chunk_map, store.raw_data, store.fillvalue)
+                    self._loaded, self._mappings = loaded, None
         return loaded
 
     @property
