@@ -30,7 +30,6 @@ from h5vc.lifecycle.branching import (
     generated_version_name,
     resolve_ref,
 )
-from h5vc.lifecycle.verify import rebuild_hash_tables
 from h5vc.store import layout
 from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
@@ -375,11 +374,15 @@ class VersionedHDF5File(RefsMixin):
         digests its older releases computed wrongly (h5vc repairs such files itself on
         their first writable open). Only hash tables change; returns what was rewritten.
         Not a repair for damaged chunks: run :func:`h5vc.verify` first."""
+        from h5vc.lifecycle.verify import rebuild_hash_tables
+
         return rebuild_hash_tables(self.file_state, strings_only=True)
 
     def rebuild_hashtables(self) -> RebuiltTables:
         """Rebuild every dataset's hash table from its stored chunks (see
         :meth:`rebuild_object_dtype_hashtables`)."""
+        from h5vc.lifecycle.verify import rebuild_hash_tables
+
         return rebuild_hash_tables(self.file_state)
 
     def __repr__(self) -> str:

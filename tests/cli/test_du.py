@@ -84,7 +84,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
                 users.update((path, key, s) for key, s in used[version, path])
                 logical = int(np.prod(dataset.shape)) * dataset.dtype.itemsize
                 row["logical_bytes"] += logical
-                entry = datasets.setdefault(path, dict(versions=0, logical_bytes=0))
+                entry = datasets.setdefault(path, dict(kind="dataset", versions=0, logical_bytes=0))
                 entry["versions"] += 1
                 entry["logical_bytes"] += logical
 

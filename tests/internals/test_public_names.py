@@ -83,3 +83,42 @@ def test_import_h5vc_loads_only_the_errors_and_the_tunables() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert result.stdout.strip() == "['h5vc', 'h5vc.config', 'h5vc.errors']"
+
+
+def test_a_first_read_loads_no_lifecycle_tool(tmp_path: Path) -> None:
+    """Opening a file and reading a version imports only what reads need: of the
+    lifecycle package only the name resolver (branching); the tools (delete, merge,
+    diff, verify, ...) load when first used."""
+    path = tmp_path / "data.h5"
+    with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as group:
+        group.create_dataset("x", data=[1, 2, 3])
+    code = (
+        "import sys, h5vc\n"
+        f"with h5vc.open({str(path)!r}, 'r') as vf:\n"
+        "    assert list(vf['v1']['x'][:]) == [1, 2, 3]\n"
+        "print(sorted(m for m in sys.modules if m.startswith('h5vc.lifecycle.')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "['h5vc.lifecycle.branching']"
+
+
+@pytest.mark.parametrize("name", h5vc.lifecycle.__all__)
+def test_every_lifecycle_name_resolves_on_first_use(name: str) -> None:
+    assert getattr(h5vc.lifecycle, name) is not None
+    assert name in dir(h5vc.lifecycle)
+
+
+@pytest.mark.parametrize("name", ["diff", "repack", "stats", "verify"])
+def test_a_lifecycle_function_named_like_its_module_stays_the_function(name: str) -> None:
+    """Importing the module ``h5vc.lifecycle.<name>`` (as other modules do) leaves
+    ``h5vc.lifecycle.<name>`` the function, not the module."""
+    code = (
+        f"import importlib, h5vc.lifecycle as lc; importlib.import_module('h5vc.lifecycle.{name}'); "
+        f"print(callable(lc.{name}), callable(getattr(__import__('h5vc'), {name!r})))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == "True True"

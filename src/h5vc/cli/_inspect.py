@@ -18,6 +18,7 @@ from h5vc.cli._app import (
     progress,
     stdout_console,
 )
+from h5vc.cli._columns import format_keys, json_key
 from h5vc.cli._graph import graph_rows
 from h5vc.cli._stats import disk_usage, version_tree
 from h5vc.errors import VersionNotFoundError
@@ -28,6 +29,9 @@ from h5vc.store import layout
 from h5vc.versions import VersionInfo, format_timestamp
 
 __all__ = ["diff", "du", "human_size", "log", "parents_of", "show"]
+
+#: The kinds of key changes of a column, in the order ``h5vc diff`` prints them.
+COLUMN_CHANGES = ("added", "removed", "changed")
 
 
 def human_size(n: float) -> str:
@@ -167,7 +171,8 @@ def render_log(
 @json_option
 def show(file: str, version: str | None, as_json: bool) -> None:
     """Show VERSION (default: the current one): its groups and datasets with shape, dtype,
-    chunk shape and the bytes first stored by this version."""
+    chunk shape and the bytes first stored by this version; its sample columns with
+    their number of keys, sample shape, dtype and backend."""
     with open_versioned(file) as vf:
         name = resolve(vf, version)
         info = vf.version_info(name)
@@ -186,6 +191,12 @@ def show(file: str, version: str | None, as_json: bool) -> None:
         attrs = f"  attrs: {', '.join(node.attrs)}" if node.attrs else ""
         if node.kind == "group":
             branches[node.path] = parent.add(f"{leaf}/{attrs}")
+        elif node.kind == "column":
+            shape = f"at most {node.shape}" if node.variable_shape else str(node.shape)
+            parent.add(
+                f"{leaf}  column of {node.keys} samples {node.dtype} {shape} backend "
+                f"{node.backend}  new {human_size(node.new_bytes or 0)}{attrs}"
+            )
         else:
             parent.add(
                 f"{leaf}  {node.dtype} {node.shape} chunks {node.chunks}  "
@@ -194,8 +205,43 @@ def show(file: str, version: str | None, as_json: bool) -> None:
     console.print(tree, markup=False, highlight=False)
 
 
+def column_changes(result: VersionDiff) -> dict[str, Any]:
+    """``{"/path": ColumnDiff}`` of the columns that differ, by path."""
+    changes = getattr(result, "columns", None) or {}
+    return {"/" + path.strip("/"): change for path, change in sorted(changes.items()) if change}
+
+
+def describe_diff(result: VersionDiff) -> str:
+    """``result.describe()`` with the first few keys of each kind of change below the
+    line of each column."""
+    changes = column_changes(result)
+    lines: list[str] = []
+    for line in result.describe().splitlines():
+        lines.append(line)
+        path = line.removeprefix("  ~ column ").partition(":")[0]
+        if line.startswith("  ~ column ") and path in changes:
+            lines += _key_lines(changes[path])
+    return "\n".join(lines)
+
+
+def _key_lines(change: Any) -> list[str]:
+    return [
+        f"      {kind}: {format_keys(list(getattr(change, kind)))}"
+        for kind in COLUMN_CHANGES
+        if len(getattr(change, kind))
+    ]
+
+
 def diff_dict(result: VersionDiff) -> dict[str, Any]:
     out: dict[str, Any] = {"version1": result.version1, "version2": result.version2}
+    out["columns"] = [
+        {
+            "path": path,
+            **{f"{kind}_count": len(getattr(change, kind)) for kind in COLUMN_CHANGES},
+            **{kind: [json_key(key) for key in getattr(change, kind)] for kind in COLUMN_CHANGES},
+        }
+        for path, change in column_changes(result).items()
+    ]
     for name in VersionDiff.__dataclass_fields__:
         if name in out:
             continue
@@ -225,13 +271,14 @@ def diff_dict(result: VersionDiff) -> dict[str, Any]:
 @json_option
 def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
     """What changed from VERSION1 to VERSION2: groups, datasets, attributes and the
-    chunk regions whose data differ (decided from chunk hashes; no data is read)."""
+    chunk regions whose data differ (decided from chunk hashes; no data is read); per
+    sample column, the keys added, removed and changed (the first few; --json: all)."""
     with open_versioned(file) as vf:
         result = vf.diff(resolve(vf, version1), resolve(vf, version2))
     if as_json:
         emit_json(diff_dict(result))
     else:
-        click.echo(result.describe())
+        click.echo(describe_diff(result))
 
 
 @cli.command()
@@ -239,7 +286,7 @@ def diff(file: str, version1: str, version2: str, as_json: bool) -> None:
 @json_option
 def du(file: str, as_json: bool) -> None:
     """Storage per version and per dataset: logical size, stored bytes, and stored bytes
-    shared with other versions."""
+    shared with other versions. A sample column counts its table and its samples."""
     with open_versioned(file) as vf, progress("Reading chunk maps", quiet=as_json) as advance:
         usage = disk_usage(vf, advance)
     if as_json:
@@ -253,11 +300,11 @@ def du(file: str, as_json: bool) -> None:
         right=("logical", "stored", "shared"),
     )
     print_table(
-        "per dataset",
+        "per dataset (a column: its table and samples)",
         ["dataset", "versions", "logical", "stored", "shared"],
         [
             [
-                "/" + entry.path,
+                "/" + entry.path + (" (column)" if entry.kind == "column" else ""),
                 str(entry.versions),
                 *(human_size(getattr(entry, k)) for k in sizes),
             ]

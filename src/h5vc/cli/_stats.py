@@ -3,7 +3,9 @@
 Everything here is computed from chunk maps (which ``raw_data`` slot each chunk of a
 committed dataset uses) and object addresses; no array data is read.  A *slot* is
 counted at the average stored size of its store's slots (``raw_data``'s storage size
-over its slot count), so compression is accounted for.
+over its slot count), so compression is accounted for.  A sample column counts as
+one entry: its table (the ``keys`` and ``records`` datasets) and the samples its
+records point at (:mod:`h5vc.cli._columns`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,15 @@ import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
+from h5vc.cli._columns import (
+    TABLE,
+    ColumnObject,
+    SampleSizes,
+    column_object,
+    is_column,
+    new_sample_bytes,
+    sample_usage,
+)
 from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, dataspace_dims, stored_messages_at
 from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
@@ -32,13 +43,18 @@ class TreeNode:
     """One group or dataset of a version."""
 
     path: str
-    kind: str  # "group" or "dataset"
+    kind: str  # "group", "dataset" or "column"
     attrs: list[str]
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
     chunks: tuple[int, ...] | None = None
-    #: Stored bytes of the chunks this version uses that none of its parents uses.
+    #: Stored bytes of the chunks this version uses that none of its parents uses
+    #: (a column: of its table's chunks and of the samples it points at).
     new_bytes: int | None = None
+    #: A column's backend, number of keys and whether its samples vary in shape.
+    backend: str | None = None
+    keys: int | None = None
+    variable_shape: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"path": "/" + self.path, "kind": self.kind, "attrs": self.attrs}
@@ -49,6 +65,15 @@ class TreeNode:
                 chunks=list(self.chunks or ()),
                 new_bytes=self.new_bytes,
             )
+        elif self.kind == "column":
+            out.update(
+                shape=list(self.shape or ()),
+                dtype=self.dtype,
+                backend=self.backend,
+                variable_shape=self.variable_shape,
+                keys=self.keys,
+                new_bytes=self.new_bytes,
+            )
         return out
 
 
@@ -57,11 +82,13 @@ def _user_attrs(obj: h5py.HLObject, hidden: frozenset[str]) -> list[str]:
 
 
 def _members(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.HLObject]]:
+    """Every group and dataset below ``group``, by name, depth first; a column's
+    group without its table."""
     for name in sorted(group):
         obj = group[name]
         path = f"{prefix}{name}"
         yield path, obj
-        if isinstance(obj, h5py.Group):
+        if isinstance(obj, h5py.Group) and not is_column(obj):
             yield from _members(obj, f"{path}/")
 
 
@@ -99,8 +126,12 @@ def version_tree(vf: VersionedHDF5File, version: str, parents: list[str]) -> lis
     state = vf.file_state
     root = state.versions[version]
     slot_size = _SlotSizes(state)
+    sample_size = SampleSizes(state)
     nodes = [TreeNode("", "group", _user_attrs(root, layout.VERSION_ATTRS))]
     for path, obj in _members(root):
+        if isinstance(obj, h5py.Group) and is_column(obj):
+            nodes.append(_column_node(state, version, path, obj, parents, slot_size, sample_size))
+            continue
         if isinstance(obj, h5py.Group):
             nodes.append(TreeNode(path, "group", _user_attrs(obj, frozenset())))
             continue
@@ -115,6 +146,51 @@ def version_tree(vf: VersionedHDF5File, version: str, parents: list[str]) -> lis
         node.new_bytes = _new_bytes(state, version, path, obj, parents, slot_size)
         nodes.append(node)
     return nodes
+
+
+def _column_node(
+    state: FileState,
+    version: str,
+    path: str,
+    group: h5py.Group,
+    parents: list[str],
+    slot_size: Callable[[str], float],
+    sample_size: SampleSizes,
+) -> TreeNode:
+    """A column of ``version``: its schema, key count and the bytes it first stored
+    (table chunks and samples none of ``parents`` uses at ``path``)."""
+    column = column_object(group, path)
+    assert column is not None  # is_column(group)
+    schema = column.schema
+    node = TreeNode(
+        path,
+        "column",
+        _user_attrs(group, frozenset(column_attrs(group))),
+        shape=schema.shape,
+        dtype=str(schema.dtype),
+        backend=schema.backend,
+        keys=column.keys,
+        variable_shape=schema.variable_shape,
+    )
+    earlier: list[ColumnObject | None] = []
+    for parent in parents:
+        other = find(state.versions[parent], path)
+        if isinstance(other, h5py.Group) and object_address(other) == object_address(group):
+            node.new_bytes = 0  # the same column object: unchanged
+            return node
+        earlier.append(column_object(other, path) if isinstance(other, h5py.Group) else None)
+    table = 0
+    for name in TABLE:
+        dataset = group.get(name)
+        if isinstance(dataset, h5py.Dataset):
+            table += _new_bytes(state, version, f"{path}/{name}", dataset, parents, slot_size)
+    node.new_bytes = table + new_sample_bytes(column, earlier, sample_size)
+    return node
+
+
+def column_attrs(group: h5py.Group) -> list[str]:
+    """The attributes h5vc keeps on a column's group (not the user's)."""
+    return [name for name in group.attrs if name.startswith("h5vc_")]
 
 
 def _new_bytes(
@@ -145,10 +221,13 @@ class DatasetUsage:
     logical_bytes: int = 0  # sum over versions of shape x itemsize
     stored_bytes: int = 0  # distinct chunks stored for this path
     shared_bytes: int = 0  # of those, chunks used by more than one version
+    #: "dataset", or "column": a column's table and the samples its records point at.
+    kind: str = "dataset"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "path": "/" + self.path,
+            "kind": self.kind,
             "versions": self.versions,
             "logical_bytes": self.logical_bytes,
             "stored_bytes": self.stored_bytes,
@@ -309,6 +388,7 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         slot_size = _SlotSizes(state)
         stores = _Stores(state)
         per_store: dict[tuple[str, str], list[tuple[_Object, _Runs]]] = {}
+        columns: dict[str, list[ColumnObject]] = {}
         for address, obj in _objects(state, names).items():
             found = _from_header(state, stores, address, obj)
             if found is None:
@@ -324,9 +404,54 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
             if key is not None:
                 per_store.setdefault((obj.path, key), []).append((obj, runs))
             advance(1)
+            if obj.path.rpartition("/")[2] == TABLE[1]:
+                _note_column(state, obj, columns)
         for (path, key), objects in per_store.items():
             _count_store(usage, path, objects, slot_size(key))
+        _fold_columns(usage, columns, SampleSizes(state))
     return usage
+
+
+def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
+    """If ``obj`` is the records dataset of a column, note the column it belongs to."""
+    parent = obj.path.rpartition("/")[0]
+    if not parent:
+        return
+    group = find(state.versions[obj.versions[0]], parent)
+    if not isinstance(group, h5py.Group):
+        return
+    column = column_object(group, parent)
+    if column is not None:
+        column.versions = list(obj.versions)
+        columns.setdefault(parent, []).append(column)
+
+
+def _fold_columns(
+    usage: Usage, columns: dict[str, list[ColumnObject]], sample_size: SampleSizes
+) -> None:
+    """Replace each column's table datasets by one entry for the column, its samples
+    added; add the samples to each version's row."""
+    objects = [column for found in columns.values() for column in found]
+    samples = sample_usage(objects, sample_size)
+    for path, found in columns.items():
+        entry = DatasetUsage(path, kind="column")
+        entry.versions = sum(len(column.versions) for column in found)
+        for name in TABLE:
+            table = usage.datasets.pop(f"{path}/{name}", None)
+            if table is not None:
+                entry.logical_bytes += table.logical_bytes
+                entry.stored_bytes += table.stored_bytes
+                entry.shared_bytes += table.shared_bytes
+        used = samples[path]
+        entry.logical_bytes += used.logical_bytes
+        entry.stored_bytes += used.stored_bytes
+        entry.shared_bytes += used.shared_bytes
+        usage.datasets[path] = entry
+        for version, (logical, stored, shared) in used.versions.items():
+            row = usage.versions[version]
+            row["logical_bytes"] += logical
+            row["stored_bytes"] += stored
+            row["shared_bytes"] += shared
 
 
 @dataclass

@@ -150,9 +150,11 @@ def _read_only(obj: h5py.HLObject, fileno: object) -> bool:
 def file_descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
-        if file.driver == "fileobj":
+        # The driver's id, compared directly (h5py's File.driver builds a table per call).
+        driver = file.id.get_access_plist().get_driver()
+        if driver == h5py.h5fd.fileobj_driver:
             return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
-        if file.driver != "sec2":
+        if driver != h5py.h5fd.SEC2:
             return None
         handle = file.id.get_vfd_handle()
     except Exception:
@@ -200,6 +202,8 @@ def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> Stor
     that is not a hard link, a version-2 header. Raises :class:`CorruptDataError` if
     the header's message list is damaged.
     """
+    if not _read_only(group, group.id.fileno):
+        return None  # asked first: a file open for writing needs no link lookups
     key = _key(group, name)
     if key is None:
         return None

@@ -53,6 +53,9 @@ _SHARED_FILE, _SHARED_DATASET, _SAME_FILE = 0x01, 0x02, 0x04
 _MAX_COLLECTION = 1 << 31
 #: A regular hyperslab of more blocks than this is left to HDF5.
 _MAX_REGULAR_BLOCKS = 1 << 20
+#: Up to this many mappings the entries are walked one by one: decoding them at once
+#: with numpy costs more than it saves (29 against 22 us for two mappings).
+_FEW_MAPPINGS = 8
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,7 @@ def decode_mappings(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:
     if count > end:
         raise HeaderDamage(f"{count} mappings in {len(blob)} bytes")
     pos = 1 + sizeof_size
-    if version == 0 and count > 1:
+    if version == 0 and count > _FEW_MAPPINGS:
         uniform = _uniform(blob, pos, end, count, ndim)
         if uniform is not None:
             return uniform

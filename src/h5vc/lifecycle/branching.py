@@ -15,7 +15,7 @@ one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,17 +25,15 @@ from h5vc.errors import (
     InvalidVersionNameError,
     RefNotFoundError,
 )
-from h5vc.lifecycle import merge as _merge
-from h5vc.lifecycle import squash as _squash
-from h5vc.lifecycle.bisection import BisectResult
-from h5vc.lifecycle.bisection import bisect as _bisect
-from h5vc.lifecycle.blame import Blame
-from h5vc.lifecycle.blame import blame as _blame
-from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
 from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.timestamps import now
+
+if TYPE_CHECKING:  # the tools are imported when used: opening a file loads none
+    from h5vc.lifecycle.bisection import BisectResult
+    from h5vc.lifecycle.blame import Blame
+    from h5vc.lifecycle.merge import MergeResult
 
 __all__ = ["RefsMixin", "check_version_name", "generated_version_name", "resolve_ref"]
 
@@ -192,6 +190,8 @@ class RefsMixin:
 
     def merge_base(self, a: str, b: str) -> str | None:
         """The nearest common ancestor of two versions (or refs), None if unrelated."""
+        from h5vc.lifecycle import merge as _merge
+
         state = self._open_state
         return _merge.merge_base(state, self.resolve(a), self.resolve(b))
 
@@ -206,7 +206,7 @@ class RefsMixin:
         author: str | None = None,
         allow_unrelated: bool = False,
         fast_forward: bool = True,
-    ) -> _merge.MergeResult:
+    ) -> MergeResult:
         """Three-way merge of ``theirs`` (a version, tag or branch) into branch ``into``.
 
         ``into`` defaults to the current branch, or the current version when no branch
@@ -218,6 +218,8 @@ class RefsMixin:
         ``"theirs"`` take that side; a callable ``f(conflict, base, ours, theirs)``
         returns the merged values of each conflicting chunk region.
         """
+        from h5vc.lifecycle import merge as _merge
+
         self._check_writable(f"merge {theirs!r}")
         state = self._open_state
         branch, ours = self._onto(into)
@@ -263,7 +265,7 @@ class RefsMixin:
         parent: Any = None,
         message: str | None = None,
         author: str | None = None,
-    ) -> _merge.MergeResult:
+    ) -> MergeResult:
         """Apply the change ``version`` (a version, tag or branch) made to its parent onto
         branch ``into`` (default: the current branch, or the current version when no
         branch is current), as a new version ``name`` (default: generated), and move the
@@ -289,7 +291,7 @@ class RefsMixin:
         *,
         message: str | None = None,
         author: str | None = None,
-    ) -> _merge.MergeResult:
+    ) -> MergeResult:
         """Apply the inverse of the change ``version`` made to its parent onto branch
         ``into`` (as :meth:`cherry_pick`): a new version that undoes it, later changes
         kept.  A merge version needs ``parent`` (whose side is kept)."""
@@ -305,6 +307,8 @@ class RefsMixin:
         touches (default: all).  Decided from chunk maps and digests: no data is read.
         ``result.regions`` lists ``(region, version)``; ``result.version_of(i, j)``
         answers for one element."""
+        from h5vc.lifecycle.blame import blame as _blame
+
         return _blame(self._open_state, self._target(ref), path, index)
 
     def bisect(self, predicate: Callable[[Any], Any], good: str, bad: str) -> BisectResult:
@@ -313,6 +317,8 @@ class RefsMixin:
         false and ``bad`` as true.  A binary search: ``ceil(log2(n))`` of the ``n``
         versions on the path are opened.  ``result.version`` is the version found,
         ``result.tested`` the ``(version, result)`` pairs in order."""
+        from h5vc.lifecycle.bisection import bisect as _bisect
+
         state = self._open_state
         return _bisect(
             state, predicate, self.resolve(good), self.resolve(bad), self.get_version_by_name
@@ -338,6 +344,8 @@ class RefsMixin:
         :class:`~h5vc.errors.RefInUseError` for a tag on the run or a branch inside it.
         Nothing changes then.  The default message lists the run's messages.
         """
+        from h5vc.lifecycle import squash as _squash
+
         self._check_writable(f"squash {first!r}..{last!r}")
         state = self._open_state
         run = _squash.squash_run(state, self.resolve(first), self.resolve(last))
@@ -365,7 +373,10 @@ class RefsMixin:
         parent: Any,
         message: str | None,
         author: str | None,
-    ) -> _merge.MergeResult:
+    ) -> MergeResult:
+        from h5vc.lifecycle import merge as _merge
+        from h5vc.lifecycle.cherry import change_parent, cherry_pick, revert
+
         self._check_writable(f"{kind} {version!r}")
         state = self._open_state
         _merge.check_on_conflict(on_conflict)

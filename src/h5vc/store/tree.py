@@ -261,7 +261,14 @@ def find(group: h5py.Group, path: str) -> Any:
     whatever bytes the message buffer held) instead of raising ``KeyError``."""
     found: Any = group
     for name in path.strip("/").split("/"):
-        if not isinstance(found, h5py.Group) or name not in found:
+        if name == "." and isinstance(found, h5py.Group):
+            continue  # the group itself, as h5py finds it
+        # links.exists: one HDF5 call (``name in group`` costs three Python layers more)
+        if (
+            not isinstance(found, h5py.Group)
+            or not name
+            or not found.id.links.exists(name.encode())
+        ):
             return None
         found = found[name]
     return found

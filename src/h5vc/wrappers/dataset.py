@@ -219,9 +219,10 @@ class AsStrView:
 
 
 class CommittedDataset(_DatasetBase):
-    """A read-only dataset of a committed version."""
+    """A read-only dataset of a committed version.
 
-    _raw_data: h5py.Dataset
+    Opening one costs what HDF5's open of the virtual dataset costs: its chunk map and
+    chunk store are found on first use (a read, ``shape``, ``dtype``, ``chunks``)."""
 
     def __init__(
         self,
@@ -229,10 +230,11 @@ class CommittedDataset(_DatasetBase):
         *,
         version: str,
         path: str,
-        chunk_map: ChunkMap,
-        raw_data: h5py.Dataset,
-        fillvalue: Any,
+        chunk_map: ChunkMap | None = None,
+        raw_data: h5py.Dataset | None = None,
+        fillvalue: Any = None,
         state: FileState,
+        mappings: Mappings | None = None,
     ):
         self._version = version
         self._path = path
@@ -242,20 +244,60 @@ class CommittedDataset(_DatasetBase):
         #: changed (versions deleted, metadata rewritten, a failed write rolled back).
         self._state = state
         self._generation = state.generation
-        self._take(dataset, chunk_map, raw_data, fillvalue)
+        loaded = None if chunk_map is None or raw_data is None else (chunk_map, raw_data, fillvalue)
+        self._take(dataset, loaded, mappings)
 
     def _take(
-        self, dataset: h5py.Dataset, chunk_map: ChunkMap, raw_data: h5py.Dataset, fillvalue: Any
+        self,
+        dataset: h5py.Dataset,
+        loaded: tuple[ChunkMap, h5py.Dataset, Any] | None,
+        mappings: Mappings | None,
     ) -> None:
         self._dataset = dataset
-        self._chunk_map = chunk_map
-        self._raw_data = raw_data
-        self._chunks = chunk_map.chunks
-        self._fillvalue = fillvalue
+        #: (chunk map, raw_data, fill value), found on first use.
+        self._loaded = loaded
+        #: The mappings read before HDF5 opened the dataset, kept until the chunk map
+        #: is made from them.
+        self._mappings = mappings
         self._reader: CommittedReader | None = None
         self._attrs = CommittedAttributes(
             dataset.attrs, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
         )
+
+    def _parts(self) -> tuple[ChunkMap, h5py.Dataset, Any]:
+        """The chunk map, raw_data and fill value, found in the file on first use."""
+        loaded = self._loaded
+        if loaded is None:
+            state = self._state
+            with state.reading():
+                # Entering the read may have opened the file anew (it changed): the
+                # dataset is then opened again from the new handle first.
+                self._current()
+                loaded = self._loaded
+                if loaded is None:
+                    store = state.require_store(self._path, self._version, self._dataset)
+                    chunk_map = state.chunk_map(
+                        self._version, self._path, self._dataset, self._mappings
+                    )
+                    loaded = (chunk_map, store.raw_data, store.fillvalue)
+                    self._loaded, self._mappings = loaded, None
+        return loaded
+
+    @property
+    def _chunk_map(self) -> ChunkMap:
+        return self._parts()[0]
+
+    @property
+    def _raw_data(self) -> h5py.Dataset:  # type: ignore[override]
+        return self._parts()[1]
+
+    @property
+    def _fillvalue(self) -> Any:  # type: ignore[override]
+        return self._parts()[2]
+
+    @property
+    def _chunks(self) -> tuple[int, ...]:  # type: ignore[override]
+        return self._parts()[0].chunks
 
     @contextlib.contextmanager
     def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
@@ -274,7 +316,7 @@ class CommittedDataset(_DatasetBase):
         with state.reading():
             generation = state.generation
             fresh = reopen_in(state, self._version, self._path)
-            self._take(fresh._dataset, fresh._chunk_map, fresh._raw_data, fresh._fillvalue)
+            self._take(fresh._dataset, fresh._loaded, fresh._mappings)
             self._generation = generation
 
     @property
@@ -407,17 +449,9 @@ def open_committed_dataset(
     state: FileState, version: str, path: str, obj: h5py.Dataset, mappings: Mappings | None = None
 ) -> CommittedDataset:
     """The read-only view of ``obj``, dataset ``path`` of committed ``version``
-    (``mappings``: its mappings, read before HDF5 opened it)."""
-    store = state.require_store(path, version, obj)
-    return CommittedDataset(
-        obj,
-        version=version,
-        path=path,
-        chunk_map=state.chunk_map(version, path, obj, mappings),
-        raw_data=store.raw_data,
-        fillvalue=store.fillvalue,
-        state=state,
-    )
+    (``mappings``: its mappings, read before HDF5 opened it); its chunk map and chunk
+    store are found when first needed."""
+    return CommittedDataset(obj, version=version, path=path, state=state, mappings=mappings)
 
 
 class StagedDataset(_DatasetBase):
