@@ -76,7 +76,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
         for version in state.log.names():
             row = versions[version] = dict(logical_bytes=0, stored_bytes=0, shared_bytes=0)
             for path, dataset in _datasets(state.versions[version]):
-                slots = state.chunk_map(version, path, dataset).slots
+                slots = state.chunk_maps.get(version, path, dataset).slots
                 used[version, path] = {int(s) for s in slots.ravel() if s >= 0}
                 users.update((path, s) for s in used[version, path])
                 logical = int(np.prod(dataset.shape)) * dataset.dtype.itemsize
@@ -86,7 +86,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
                 entry["logical_bytes"] += logical
 
         def slot_bytes(path: str) -> float:
-            store = state.store(path)
+            store = state.stores.get(path)
             return store.raw_data.id.get_storage_size() / store.n_slots
 
         for (version, path), slots in used.items():

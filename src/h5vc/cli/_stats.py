@@ -72,7 +72,7 @@ class _SlotSizes:
     def __call__(self, path: str) -> float:
         size = self._sizes.get(path)
         if size is None:
-            store = self._state.store(path)
+            store = self._state.stores.get(path)
             size = 0.0
             if store is not None and store.n_slots:
                 size = store.raw_data.id.get_storage_size() / store.n_slots
@@ -81,7 +81,7 @@ class _SlotSizes:
 
 
 def _used(state: FileState, version: str, path: str, dataset: h5py.Dataset) -> np.ndarray:
-    slots = state.chunk_map(version, path, dataset).slots
+    slots = state.chunk_maps.get(version, path, dataset).slots
     return np.unique(slots[slots >= 0])
 
 
@@ -343,7 +343,7 @@ class _Stores:
 
     def __call__(self, path: str) -> tuple[str, int, tuple[int, ...]] | None:
         if path not in self._facts:
-            store = self._state.store(path)
+            store = self._state.stores.get(path)
             self._facts[path] = (
                 None
                 if store is None
@@ -363,7 +363,7 @@ def _slot_runs(
     runs = None if facts is None else _source_runs(dataset, *facts)
     if runs is None:
         version = obj.versions[0]
-        chunk_map = state.chunk_map(version, obj.path, h5py.Dataset(dataset))
+        chunk_map = state.chunk_maps.get(version, obj.path, h5py.Dataset(dataset))
         runs = _Runs.of_slots(chunk_map.slots)
     return runs
 

@@ -218,7 +218,7 @@ def _release_chunks(state: FileState, survivors: list[str], *, erase: bool = Fal
     # Deepest paths first, so that a store group emptied here can be removed.
     for path in sorted(tree.store_paths(state.version_data), key=lambda p: -p.count("/")):
         objects = datasets.get(path)
-        store = state.store(path)
+        store = state.stores.get(path)
         if objects and store is not None:
             compact_store(store, list(objects.values()), merge=state.h5vc_layout, erase=erase)
         else:

@@ -90,7 +90,7 @@ def modify_metadata(
     groups = [
         (key, store, list(objects.values()))
         for key, objects in found.items()
-        if objects and (store := state.store(key)) is not None
+        if objects and (store := state.stores.get(key)) is not None
     ]
     if not groups:
         raise DatasetNotFoundError(
@@ -443,7 +443,7 @@ def _swap(
     new: _Settings,
 ) -> None:
     """Move the new raw_data and hash_table in place; rebuild every virtual dataset."""
-    store = state.require_store(path, objects[0].versions[0])
+    store = state.stores.require(path, objects[0].versions[0])
     store.replace_with(new_store)
     raw_data = store.raw_data
     chunks_attr = {layout.ATTR_CHUNKS: np.asarray(new.chunks, dtype=np.int64)}

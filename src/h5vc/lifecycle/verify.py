@@ -284,7 +284,7 @@ def _open_stores(
     stores: dict[str, RawDataStore] = {}
     for path in paths:
         try:
-            store = state.store(path)
+            store = state.stores.get(path)
             if store is not None:
                 _ = store.n_slots, store.rows()
                 stores[path] = store

@@ -164,7 +164,7 @@ def commit_version(
     except BaseException:
         del state.versions[name]  # the operation takes back the chunks written
         raise
-    state.end_writes(used=_dataset_paths(root))
+    state.stores.end_writes(used=_dataset_paths(root))
     info = VersionInfo(name, prev_version, ts, message, author, tuple(merge_parents))
     if state.h5vc_layout:
         timeindex.append_entry(state.version_data, ts, name, log_entry(info))
@@ -211,13 +211,13 @@ def _copy_object(
             _copy_object(state, version, sub, child_name, child)
         return
     source_version, path = _version_and_path(state, obj)
-    store = state.require_store(path, source_version)
-    chunk_map = state.chunk_map(source_version, path, obj)
+    store = state.stores.require(path, source_version)
+    chunk_map = state.chunk_maps.get(source_version, path, obj)
     dset = create_virtual_dataset(
         group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
     )
     tree.write_attrs(dset, read_attributes(obj.attrs, frozenset()))
-    state.remember_chunk_map(version, path, dset, chunk_map)
+    state.chunk_maps.remember(version, path, dset, chunk_map)
 
 
 def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
@@ -236,7 +236,7 @@ def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
 def _write_dataset(
     state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
 ) -> None:
-    store = state.writable_store(
+    store = state.stores.writable(
         spec.path,
         dtype=spec.dtype,
         chunks=spec.chunks,
@@ -258,7 +258,7 @@ def _write_dataset(
         layout.ATTR_RAW_DATA: store.raw_data.name,
     }
     tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
-    state.remember_chunk_map(version, spec.path, dset, chunk_map)
+    state.chunk_maps.remember(version, spec.path, dset, chunk_map)
 
 
 def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:

@@ -385,7 +385,7 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
     root = reopen_version(state, version, f"The dataset {'/' + path.strip('/')!r}")
     parent_path, _, name = path.strip("/").rpartition("/")
     parent = root[parent_path] if parent_path else root
-    mappings = state.mappings_before_open(version, path, parent, name)
+    mappings = state.chunk_maps.mappings_before_open(version, path, parent, name)
     return open_committed_dataset(state, version, path, parent[name], mappings)
 
 
@@ -412,12 +412,12 @@ def open_committed_dataset(
 ) -> CommittedDataset:
     """The read-only view of ``obj``, dataset ``path`` of committed ``version``
     (``mappings``: its mappings, read before HDF5 opened it)."""
-    store = state.require_store(path, version, obj)
+    store = state.stores.require(path, version, obj)
     return CommittedDataset(
         obj,
         version=version,
         path=path,
-        chunk_map=state.chunk_map(version, path, obj, mappings),
+        chunk_map=state.chunk_maps.get(version, path, obj, mappings),
         raw_data=store.raw_data,
         fillvalue=store.fillvalue,
         state=state,
@@ -501,7 +501,7 @@ class StagedDataset(_DatasetBase):
         values = np.asarray(values, dtype=self._dtype)
         if values.shape != tuple(b.stop - b.start for b in region):
             return False
-        store = self._state.writable_store(
+        store = self._state.stores.writable(
             self._name.strip("/"),
             dtype=self._dtype,
             chunks=chunks,
