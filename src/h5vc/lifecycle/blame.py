@@ -25,9 +25,7 @@ import numpy as np
 
 from h5vc.errors import DatasetNotFoundError
 from h5vc.hdf5.mappings import stored_mappings, stored_shape
-from h5vc.store.chunkmap import ChunkMap, grid_shape
-from h5vc.store.tree import find, object_address
-from h5vc.store.vds import read_chunk_map
+from h5vc.store import ChunkMap, find, grid_shape, object_address, read_chunk_map
 from h5vc.versions import FileState
 
 __all__ = ["Blame", "BlameRegion", "blame"]

@@ -20,12 +20,17 @@ import ndindex
 import numpy as np
 
 from h5vc.errors import DatasetNotFoundError, VersionNotFoundError
-from h5vc.store import layout
-from h5vc.store.attributes import read_attributes
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import read_fill, staged_array
-from h5vc.store.tree import dataset_chunks, find, join_path
-from h5vc.store.tree import object_address as address
+from h5vc.store import (
+    ChunkMap,
+    dataset_chunks,
+    find,
+    join_path,
+    layout,
+    read_attributes,
+    read_fill,
+    staged_array,
+)
+from h5vc.store import object_address as address
 from h5vc.versions import FileState, resolve_state
 
 __all__ = ["DatasetChange", "VersionDiff", "diff", "get_diff"]

@@ -25,10 +25,7 @@ from h5vc.errors import (
     UnrelatedHistoriesError,
 )
 from h5vc.lifecycle.merge_chunks import merge_elements, plan_chunks, result_shape
-from h5vc.store import layout
-from h5vc.store.attributes import read_attributes
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import read_fill, staged_array
+from h5vc.store import ChunkMap, layout, read_attributes, read_fill, staged_array
 from h5vc.versions import (
     DatasetCommit,
     FileState,

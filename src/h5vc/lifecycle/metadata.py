@@ -34,12 +34,20 @@ from h5vc.errors import (
     MetadataMismatchError,
     MissingOptionError,
 )
-from h5vc.store import layout
-from h5vc.store.chunkmap import ChunkMap, grid_shape
-from h5vc.store.compact import COPY_BUDGET_BYTES, slot_windows
-from h5vc.store.rawdata import RawDataStore
-from h5vc.store.reading import staged_array
-from h5vc.store.tree import DatasetObject, collect_datasets, rebuild_virtual_dataset
+from h5vc.store import (
+    COPY_BUDGET_BYTES,
+    ChunkMap,
+    DatasetObject,
+    RawDataStore,
+    collect_datasets,
+    grid_shape,
+    layout,
+    rebuild_virtual_dataset,
+    remove_group,
+    scratch_group,
+    slot_windows,
+    staged_array,
+)
 from h5vc.versions import FileState, resolve_state
 
 __all__ = ["modify_metadata"]
@@ -132,16 +140,16 @@ def _modify_store(
     new: _Settings,
 ) -> None:
     """Rewrite one chunk store of ``path`` (key ``key``) and its objects with ``new``."""
-    scratch = state.version_data.require_group(SCRATCH)
+    scratch = scratch_group(state.version_data, SCRATCH)
     try:
         new_store = _create_store(scratch, key, new)
         maps = _rewrite(state, store, new_store, objects, old, new)
     except BaseException:
-        if state.root.id.valid and SCRATCH in state.version_data:
-            del state.version_data[SCRATCH]
+        if state.root.id.valid:
+            remove_group(state.version_data, SCRATCH)
         raise
     _swap(state, path, new_store, objects, maps, new)
-    del state.version_data[SCRATCH]
+    remove_group(state.version_data, SCRATCH)
 
 
 class _Settings:

@@ -1,7 +1,7 @@
 """The version DAG: timestamps, the log of committed versions, the shared state of
 an open versioned root, and the commit writer (one module each)."""
 
-from h5vc.store.tree import dataset_chunks, object_address
+from h5vc.store import dataset_chunks, object_address
 from h5vc.versions.cache import LRUCache
 from h5vc.versions.chunkmaps import CACHED_CHUNK_MAPS
 from h5vc.versions.commit import (

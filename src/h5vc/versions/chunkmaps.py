@@ -15,9 +15,7 @@ import h5py
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
 from h5vc.hdf5.mappings import Mappings, stored_mappings
-from h5vc.store import tree
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.vds import read_chunk_map
+from h5vc.store import ChunkMap, read_chunk_map, tree
 from h5vc.versions.cache import LRUCache
 from h5vc.versions.stores import ChunkStores
 

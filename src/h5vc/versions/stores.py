@@ -20,9 +20,14 @@ import numpy as np
 
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, tree
-from h5vc.store.objects import first_missing_group, remove_created_store, remove_new_store_tree
-from h5vc.store.rawdata import RawDataStore
+from h5vc.store import (
+    RawDataStore,
+    first_missing_group,
+    layout,
+    remove_created_store,
+    remove_new_store_tree,
+    tree,
+)
 
 __all__ = ["ChunkStores"]
 
