@@ -52,13 +52,12 @@ from h5vc.store.objects import (
     remove_new_store_tree,
     scratch_group,
 )
-from h5vc.store.rawdata import RawDataStore, slots_in_use
+from h5vc.store.rawdata import RawDataStore
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.space import FILE_SPACE_OPTIONS, FileSpace, file_space
 from h5vc.store.tree import (
     DatasetObject,
     collect_datasets,
-    copy_attrs,
     dataset_chunks,
     find,
     join_path,
@@ -78,7 +77,6 @@ __all__ = [
     "RebuiltTables",
     "collect_datasets",
     "compact_store",
-    "copy_attrs",
     "copy_compacted",
     "create_subgroup",
     "create_version_group",
@@ -105,7 +103,6 @@ __all__ = [
     "remove_new_store_tree",
     "scratch_group",
     "slot_windows",
-    "slots_in_use",
     "source_name",
     "staged_array",
     "store_paths",
