@@ -26,15 +26,22 @@ from typing import Any
 
 import h5py
 import numpy as np
-import xxhash
 
 from h5vc.chunking import ChunkCache, chunk_cache
 from h5vc.errors import (
     ClosedError,
     CorruptDataError,
     DataFileNotFoundError,
+    MissingDependencyError,
     RecordFormatError,
 )
+
+try:
+    import xxhash
+except ImportError as err:
+    raise MissingDependencyError(
+        "h5vc.samples needs xxhash: pip install xxhash (or pip install 'h5vc[samples]')."
+    ) from err
 from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder, ChunkLocation, chunk_locations
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
