@@ -9,10 +9,12 @@ the chunks the read touches rather than the whole file. Both are read-only.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import os
+import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import h5py
@@ -41,8 +43,39 @@ class _LocalStream(io.FileIO):
             self.close()
 
 
+_gc_pauses = 0  # fetches under way
+_gc_resume = False  # whether collection was on when the first of them began
+_gc_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No automatic garbage collection while one thread waits for fsspec's I/O thread.
+
+    HDF5 reads a stream with h5py's global lock held, and fsspec fetches the bytes on
+    its own event-loop thread.  A collection that starts on that thread and frees an
+    h5py object waits for the global lock, which the reading thread keeps until the
+    fetch ends: both wait forever.  Collection is process-wide, so it is paused while
+    any fetch is under way and resumed by the last one to finish (if it was on).
+    """
+    global _gc_pauses, _gc_resume
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_resume = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_resume:
+                gc.enable()
+
+
 class _NamedStream:
-    """A byte stream (fsspec's) whose repr is its URL, for the same reason."""
+    """A byte stream (fsspec's) whose repr is its URL, for the same reason; its reads
+    run with garbage collection paused (:func:`_gc_paused`)."""
 
     def __init__(self, stream: Any, name: str):
         self._stream = stream
@@ -50,6 +83,14 @@ class _NamedStream:
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._stream, attr)
+
+    def read(self, *args: Any) -> Any:
+        with _gc_paused():
+            return self._stream.read(*args)
+
+    def readinto(self, buffer: Any) -> Any:
+        with _gc_paused():
+            return self._stream.readinto(buffer)
 
     def __repr__(self) -> str:
         return self.name
@@ -159,7 +200,7 @@ def open_h5file(
     """
     if is_url(target):
         _refuse_write(repr(target), mode)
-        stream = _open_url(target, dict(storage_options or {}))
+        stream = _NamedStream(_open_url(target, dict(storage_options or {})), target)
         try:
             file = h5py.File(stream, "r", **kwargs)
         except BaseException:

@@ -125,7 +125,7 @@ def test_damaged_node_leaves_the_index_to_hdf5(tmp_path: Path) -> None:
 def test_reads_through_the_index(tmp_path: Path, monkeypatch) -> None:
     """Full and partial reads of versions of a file opened read-only (whose chunk table
     comes from the index) equal HDF5's reads of the same versions."""
-    from h5vc.store import fastread
+    from h5vc.hdf5 import chunktable
 
     indexes: list = []
 
@@ -133,7 +133,7 @@ def test_reads_through_the_index(tmp_path: Path, monkeypatch) -> None:
         indexes.append(chunk_index(dataset))
         return indexes[-1]
 
-    monkeypatch.setattr(fastread, "chunk_index", spy)
+    monkeypatch.setattr(chunktable, "chunk_index", spy)
     path = tmp_path / "v.h5"
     rng = np.random.default_rng(5)
     data = rng.random(50_000)

@@ -20,8 +20,8 @@ from h5vc.errors import (
     RecordFormatError,
     SchemaMismatchError,
 )
+from h5vc.hdf5 import codecs
 from h5vc.samples import SampleReader, SampleStore, decode_record
-from h5vc.samples import chunks as chunks_module
 from h5vc.samples.backends import CollectionReader, chunk_shape, decode_sample
 from h5vc.samples.store import BATCH_WINDOW
 
@@ -495,7 +495,7 @@ def test_without_numcodecs_blosc_samples_are_read_through_hdf5(
     store = make_store(tmp_path, "01", BLOSC)
     samples = smooth_samples(6)
     records = write(store, samples)
-    monkeypatch.setattr(chunks_module, "_blosc", False)
+    monkeypatch.setattr(codecs, "_have_numcodecs", lambda: False)
     with store.reader() as reader:
         assert not fast_path_used(reader, records[0])
         for got, sample in zip(reader.read_many(records), samples):
@@ -555,7 +555,7 @@ def test_a_decode_that_fails_its_checksum_falls_back_to_hdf5(
             raise RuntimeError("a codec failure")
         out[...] = 0
 
-    monkeypatch.setattr(chunks_module.ChunkDecoder, "decode_into", broken)
+    monkeypatch.setattr(codecs.Pipeline, "decode_into", broken)
     with store.reader(threads=1) as reader:
         for got, sample in zip(reader.read_many(records), samples):
             np.testing.assert_array_equal(got, sample)

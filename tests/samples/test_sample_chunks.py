@@ -1,5 +1,6 @@
-"""Decoding stored chunks without HDF5: every compression option, with and without
-Fletcher-32, against HDF5's own reads and checksums."""
+"""Decoding stored sample chunks with the floor's pipeline (h5vc.hdf5.codecs) instead
+of HDF5: every compression option, with and without Fletcher-32, against HDF5's own
+reads and checksums."""
 
 from __future__ import annotations
 
@@ -13,15 +14,23 @@ import hdf5plugin
 import numpy as np
 import pytest
 
-from h5vc.samples import chunks
-from h5vc.samples.chunks import (
-    BLOSC_FILTER,
-    ChunkDecodeError,
-    ChunkDecoder,
-    chunk_locations,
-    fletcher32,
-)
+from h5vc.errors import ChunkDecodeError
+from h5vc.hdf5 import codecs
+from h5vc.hdf5.chunktable import ChunkLocation, sample_table
+from h5vc.hdf5.codecs import FILTER_BLOSC, fletcher32, pipeline_for
 from h5vc.samples.options import BLOSC_COMPLIBS, parse_compression
+
+
+def _bytes(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous array, as the pipeline decodes into them."""
+    return array.reshape(-1).view(np.uint8)
+
+
+def chunk_locations(dataset: h5py.Dataset) -> list[ChunkLocation] | None:
+    """Every sample's chunk location in the floor's chunk table of ``dataset``."""
+    table = sample_table(dataset)
+    return None if table is None else [table.location(i) for i in range(len(table))]
+
 
 #: Every combination of compression options the options module accepts.
 ACCEPTED = [
@@ -88,7 +97,7 @@ def _dataset(
 
 def _decode_all(dataset: h5py.Dataset) -> int:
     """Decode every chunk from its file bytes, compare with HDF5; the count decoded."""
-    decoder = ChunkDecoder.for_dataset(dataset)
+    decoder = pipeline_for(dataset)
     assert decoder is not None
     locations = chunk_locations(dataset)
     assert locations is not None and len(locations) == dataset.shape[0]
@@ -100,7 +109,7 @@ def _decode_all(dataset: h5py.Dataset) -> int:
             data = os.pread(fd, size, offset)
             assert (mask, data) == dataset.id.read_direct_chunk((index, *[0] * (dataset.ndim - 1)))
             out = np.empty(dataset.shape[1:], dataset.dtype)
-            decoder.decode_into(data, mask, out)
+            decoder.decode_into(data, mask, _bytes(out))
             np.testing.assert_array_equal(out, dataset[index])
     finally:
         os.close(fd)
@@ -114,7 +123,7 @@ def test_decoding_matches_hdf5_for_every_option(
     for dtype in DTYPES:
         dataset = _dataset(tmp_path, options, dtype, (24, 20))
         if options["complib"] == "lzf":
-            assert ChunkDecoder.for_dataset(dataset) is None  # read through HDF5
+            assert pipeline_for(dataset) is None  # read through HDF5
         else:
             assert _decode_all(dataset) == 7
         dataset.file.close()
@@ -130,7 +139,7 @@ def test_decoding_with_fletcher32_matches_hdf5_for_every_option(
         last_filter = plist.get_filter(plist.get_nfilters() - 1)[0]
         assert last_filter == h5py.h5z.FILTER_FLETCHER32  # applied last, undone first
         if options["complib"] == "lzf":
-            assert ChunkDecoder.for_dataset(dataset) is None  # read through HDF5
+            assert pipeline_for(dataset) is None  # read through HDF5
         else:
             assert _decode_all(dataset) == 7
         dataset.file.close()
@@ -164,7 +173,7 @@ def test_blosc_frames_are_what_the_filter_settings_say(
     plist = dataset.id.get_create_plist()
     assert plist.get_nfilters() == 1
     code, _flags, values, _name = plist.get_filter(0)
-    assert code == BLOSC_FILTER == hdf5plugin.BLOSC_ID
+    assert code == FILTER_BLOSC == hdf5plugin.BLOSC_ID
     _revision, _version, typesize, chunk_bytes, level, shuffle, compressor = values
     assert (typesize, chunk_bytes, level) == (2, 24 * 20 * 2, options["complevel"])
     frames = 0
@@ -207,7 +216,7 @@ def test_pipelines_it_does_not_know_are_left_to_hdf5(tmp_path: pathlib.Path) -> 
         }
         for name, kwargs in unknown.items():
             dataset = h5file.create_dataset(name, data=data, chunks=(1, 20), **kwargs)
-            assert ChunkDecoder.for_dataset(dataset) is None, name
+            assert pipeline_for(dataset) is None, name
         known = {
             "plain": {},  # no filter: a copy
             "fletcher32": {"fletcher32": True},
@@ -247,7 +256,7 @@ def test_chunk_locations_refuse_files_with_a_user_block(tmp_path: pathlib.Path) 
 )
 def test_damaged_or_misfit_bytes_raise(tmp_path: pathlib.Path, options: dict[str, Any]) -> None:
     dataset = _dataset(tmp_path, options, "int16", (24, 20))
-    decoder = ChunkDecoder.for_dataset(dataset)
+    decoder = pipeline_for(dataset)
     assert decoder is not None
     mask, data = dataset.id.read_direct_chunk((0, 0, 0))
     assert mask == 0
@@ -257,9 +266,9 @@ def test_damaged_or_misfit_bytes_raise(tmp_path: pathlib.Path, options: dict[str
         damaged.append(data + b"\0")
     for bad in damaged:
         with pytest.raises(Exception):  # noqa: B017  (each codec raises its own type)
-            decoder.decode_into(bad, 0, out)
+            decoder.decode_into(bad, 0, _bytes(out))
     with pytest.raises(ChunkDecodeError, match="Expected 64 bytes"):
-        decoder.decode_into(data, 0, np.empty(32, np.int16))  # too small for the sample
+        decoder.decode_into(data, 0, _bytes(np.empty(32, np.int16)))  # too small for the sample
 
 
 #: Filters before Fletcher-32 in the checksum tests: none, deflate, shuffle + deflate, Blosc.
@@ -313,7 +322,7 @@ def test_fletcher32_check_accepts_what_hdf5_accepts(tmp_path: pathlib.Path) -> N
         dataset = h5file.create_dataset(
             "d", data=data, chunks=(1, 101), compression="gzip", fletcher32=True
         )
-        decoder = ChunkDecoder.for_dataset(dataset)
+        decoder = pipeline_for(dataset)
         assert decoder is not None
         expected = dataset[0]
         mask, chunk = dataset.id.read_direct_chunk((0, 0))
@@ -341,15 +350,15 @@ def test_fletcher32_check_accepts_what_hdf5_accepts(tmp_path: pathlib.Path) -> N
                 hdf5_read = None
             assert (hdf5_read is not None) == accepted, name
             if accepted:
-                decoder.decode_into(variant, mask, out)
+                decoder.decode_into(variant, mask, _bytes(out))
                 np.testing.assert_array_equal(out, expected)
                 np.testing.assert_array_equal(hdf5_read, expected)
             else:
                 with pytest.raises(ChunkDecodeError, match="Fletcher-32"):
-                    decoder.decode_into(variant, mask, out)
+                    decoder.decode_into(variant, mask, _bytes(out))
         for short in (b"", b"\0", b"\0\0\0"):  # HDF5 2.0 crashes on these: never handed to it
             with pytest.raises(ChunkDecodeError, match="Fletcher-32"):
-                decoder.decode_into(short, mask, out)
+                decoder.decode_into(short, mask, _bytes(out))
         # A chunk stored with the Fletcher-32 filter skipped (filter mask bit 1) has no
         # checksum; HDF5 reads it unchecked, and so does the decoder.
         dataset.id.write_direct_chunk((1, 0), body, mask | 0b10)
@@ -361,7 +370,7 @@ def test_fletcher32_check_accepts_what_hdf5_accepts(tmp_path: pathlib.Path) -> N
         assert locations is not None and locations[1] is not None
         assert locations[1][1:] == (len(body), mask | 0b10)
         np.testing.assert_array_equal(dataset[1], expected)
-        decoder.decode_into(body, mask | 0b10, out)
+        decoder.decode_into(body, mask | 0b10, _bytes(out))
         np.testing.assert_array_equal(out, expected)
 
 
@@ -370,5 +379,5 @@ def test_without_numcodecs_blosc_is_left_to_hdf5(
 ) -> None:
     options = {"complib": "blosc:zstd", "complevel": 5, "shuffle": "bit"}
     dataset = _dataset(tmp_path, options, "uint8", (24, 20))
-    monkeypatch.setattr(chunks, "_blosc", False)
-    assert ChunkDecoder.for_dataset(dataset) is None
+    monkeypatch.setattr(codecs, "_have_numcodecs", lambda: False)
+    assert pipeline_for(dataset) is None

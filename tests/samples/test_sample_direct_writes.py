@@ -14,8 +14,8 @@ import pytest
 import xxhash
 from sample_images import SHAPE, smooth
 
+from h5vc.hdf5 import codecs
 from h5vc.samples import SampleStore, decode_record
-from h5vc.samples import chunks as sample_chunks
 
 
 def samples(count: int, seed: int) -> list[np.ndarray]:
@@ -55,14 +55,14 @@ class CountingEncoder:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.encoded = 0
-        original = sample_chunks.ChunkEncoder.encode
+        original = codecs.Pipeline.encode_like_hdf5
 
-        def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        def encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
             result = original(encoder, chunk)
             self.encoded += result is not None
             return result
 
-        monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+        monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", encode)
 
 
 @pytest.mark.parametrize("backend", ["00", "01"])
@@ -93,7 +93,7 @@ def test_direct_writes_store_what_hdf5_stores(
         records = writer.write_many(data[:20]) + [writer.write(s) for s in data[20:]]
     assert counting.encoded > 10  # most samples went through the encoder
     with monkeypatch.context() as m:
-        m.setattr(sample_chunks.ChunkEncoder, "for_dataset", classmethod(lambda cls, ds: None))
+        m.setattr(codecs.Pipeline, "like_hdf5", property(lambda self: False))
         plain = SampleStore(tmp_path / "plain", backend, SHAPE, "uint8", compression, **options)
         with plain.writer() as writer:
             plain_records = [writer.write(s) for s in data]
@@ -108,13 +108,16 @@ def test_direct_writes_store_what_hdf5_stores(
 def test_an_encoder_that_disagrees_with_hdf5_is_not_used(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original = sample_chunks.ChunkEncoder.encode
+    original = codecs.Pipeline.encode_like_hdf5
 
-    def wrong(encoder: Any, chunk: np.ndarray) -> bytes | None:
+    def wrong(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
         result = original(encoder, chunk)
-        return None if result is None else result[:-1] + bytes([result[-1] ^ 1])
+        if result is None:
+            return None
+        stored, mask = result
+        return stored[:-1] + bytes([stored[-1] ^ 1]), mask
 
-    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", wrong)
+    monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", wrong)
     compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
     store = SampleStore(tmp_path / "s", "01", SHAPE, "uint8", compression, collection_size=10)
     data = samples(25, seed=2)

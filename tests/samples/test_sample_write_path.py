@@ -16,9 +16,9 @@ import pytest
 from sample_images import SHAPE, smooth
 
 from h5vc.errors import ClosedError, CorruptDataError
+from h5vc.hdf5 import codecs
 from h5vc.samples import SampleReader, SampleStore, decode_record
 from h5vc.samples import backends as sample_backends
-from h5vc.samples import chunks as sample_chunks
 from h5vc.samples import store as sample_store
 
 LZ4HC = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
@@ -72,12 +72,12 @@ class Calls:
         self.hdf5_writes = 0
         self.reads = 0
         self._lock = threading.Lock()
-        encode = sample_chunks.ChunkEncoder.encode
+        encode = codecs.Pipeline.encode_like_hdf5
         write = sample_backends._SampleIO.write
         read = sample_backends._SampleIO.read
         fetch = sample_backends.CollectionReader.fetch
 
-        def counting_encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        def counting_encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
             with self._lock:
                 self.encoded += 1
             return encode(encoder, chunk)
@@ -94,7 +94,7 @@ class Calls:
             self.reads += 1
             return fetch(reader, record)
 
-        monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", counting_encode)
+        monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", counting_encode)
         monkeypatch.setattr(sample_backends._SampleIO, "write", counting_write)
         monkeypatch.setattr(sample_backends._SampleIO, "read", counting_read)
         monkeypatch.setattr(sample_backends.CollectionReader, "fetch", counting_fetch)
@@ -147,7 +147,7 @@ def test_records_and_stored_bytes_match_the_sequential_path(
             for record, sample in zip(records[name], data):
                 np.testing.assert_array_equal(reader.read(record), sample)
     with monkeypatch.context() as m:  # every chunk through HDF5's filter pipeline
-        m.setattr(sample_chunks.ChunkEncoder, "for_dataset", classmethod(lambda cls, ds: None))
+        m.setattr(codecs.Pipeline, "like_hdf5", property(lambda self: False))
         plain = make_store(tmp_path / "plain", backend, compression, **options)
         with plain.writer(threads=0) as writer:
             plain_records = [writer.write(sample) for sample in data]
@@ -205,9 +205,9 @@ def failing_encoder(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> list[BaseE
     raised: list[BaseException] = []
     calls = [0]
     lock = threading.Lock()
-    original = sample_chunks.ChunkEncoder.encode
+    original = codecs.Pipeline.encode_like_hdf5
 
-    def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+    def encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
         with lock:
             calls[0] += 1
             number = calls[0]
@@ -216,7 +216,7 @@ def failing_encoder(monkeypatch: pytest.MonkeyPatch, fail_at: int) -> list[BaseE
             raise raised[-1]
         return original(encoder, chunk)
 
-    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+    monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", encode)
     return raised
 
 
@@ -301,13 +301,13 @@ def test_small_chunks_are_encoded_in_the_calling_thread(
 ) -> None:
     monkeypatch.setattr(sample_backends, "QUEUE_MIN_CHUNK_BYTES", SHAPE[0] * SHAPE[1] + 1)
     threads: set[str] = set()
-    original = sample_chunks.ChunkEncoder.encode
+    original = codecs.Pipeline.encode_like_hdf5
 
-    def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+    def encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
         threads.add(threading.current_thread().name)
         return original(encoder, chunk)
 
-    monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+    monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", encode)
     store = make_store(tmp_path / "s", "01")
     data = dedup_heavy(DISTINCT, seed=8)
     with store.writer(threads=2) as writer:

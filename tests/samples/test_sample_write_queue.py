@@ -14,9 +14,9 @@ import pytest
 from sample_images import SHAPE, smooth
 
 from h5vc.errors import ClosedError, CorruptDataError, InvalidOptionError, SchemaMismatchError
+from h5vc.hdf5 import codecs
 from h5vc.samples import SampleStore, decode_record
 from h5vc.samples import backends as sample_backends
-from h5vc.samples import chunks as sample_chunks
 from h5vc.samples import store as sample_store
 
 LZ4HC = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
@@ -44,16 +44,16 @@ class PoolEncoder:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_at: int = 0) -> None:
         self.calls = 0
-        original = sample_chunks.ChunkEncoder.encode
+        original = codecs.Pipeline.encode_like_hdf5
 
-        def encode(encoder: Any, chunk: np.ndarray) -> bytes | None:
+        def encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
             if threading.current_thread() is not threading.main_thread():
                 self.calls += 1
                 if self.calls == fail_at:
                     raise MemoryError("no memory for the compressed chunk")
             return original(encoder, chunk)
 
-        monkeypatch.setattr(sample_chunks.ChunkEncoder, "encode", encode)
+        monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", encode)
 
 
 @pytest.mark.parametrize("backend", ["00", "01"])

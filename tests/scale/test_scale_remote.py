@@ -129,3 +129,42 @@ def test_missing_url_is_a_clear_error(server: tuple[str, Traffic]) -> None:
 def test_wrong_target_type() -> None:
     with pytest.raises(TypeError, match="path, a URL or a file-like object"), h5vc.open(42):
         pass
+
+
+def test_url_reads_pause_garbage_collection_until_the_last_fetch_ends() -> None:
+    """A collection on fsspec's I/O thread that frees an h5py object waits for h5py's
+    global lock, held by the thread whose read waits for that I/O thread: reads of a
+    URL stream run with collection off, and it comes back on after the last one."""
+    import gc
+    import threading
+
+    from h5vc.remote import _NamedStream
+
+    inside = threading.Event()
+    release = threading.Event()
+    seen: list[bool] = []
+
+    class Slow:
+        def read(self, size: int = -1) -> bytes:
+            seen.append(gc.isenabled())
+            if threading.current_thread().name == "first":
+                inside.set()
+                release.wait(10)
+            return b"x" * max(size, 0)
+
+        def readinto(self, buffer: bytearray) -> int:
+            seen.append(gc.isenabled())
+            return 0
+
+    stream = _NamedStream(Slow(), "http://example.invalid/f.h5")
+    assert gc.isenabled()
+    first = threading.Thread(target=stream.read, args=(4,), name="first")
+    first.start()
+    assert inside.wait(10)
+    assert stream.read(2) == b"xx"  # a second fetch ends while the first goes on
+    assert not gc.isenabled()
+    release.set()
+    first.join(10)
+    assert stream.readinto(bytearray(1)) == 0
+    assert seen == [False, False, False]
+    assert gc.isenabled()

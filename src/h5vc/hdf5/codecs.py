@@ -1,20 +1,36 @@
 """HDF5 filter pipelines done by h5vc itself, chunk by chunk, on all cores.
 
-A :class:`Pipeline` encodes and decodes one chunk exactly as HDF5's filters
-(shuffle, gzip, Blosc and Zstandard from hdf5plugin) store it, so chunks written
-with ``write_direct_chunk`` read back through HDF5 (h5py, h5dump, any other tool)
-and chunks read raw decode to the bytes HDF5 would return.  Deflate runs on zlib-ng
-(valid zlib streams at the levels zlib has: HDF5 reads them; the stored bytes may
-differ from zlib's by a little).  zlib-ng, Blosc and Zstandard release the GIL while
-they work, so chunks are encoded and decoded on a thread pool of one worker per core.
-Any other filter (lzf, szip, scale-offset, Fletcher-32, ...) has no pipeline here and
-stays with HDF5.
+A :class:`Pipeline` encodes and decodes one chunk exactly as HDF5's filters store it,
+so chunks written with ``write_direct_chunk`` read back through HDF5 (h5py, h5dump,
+any other tool) and chunks read raw decode to the bytes HDF5 would return.  The
+versioned store and the sample stores both run their chunks through it.  Filters:
+
+* shuffle (filter 2, parameter: the element size): a byte transpose, in numpy;
+* deflate (filter 1): a zlib stream, on zlib-ng (valid zlib streams at the levels
+  zlib has: HDF5 reads them; the stored bytes may differ from zlib's by a little;
+  the standard library's ``zlib`` stands in if zlib-ng is missing);
+* Blosc (filter 32001 from hdf5plugin; parameters 2, 4, 5 and 6: type size, level,
+  shuffle, compressor): one Blosc frame (16-byte header: versions, flags, type size,
+  then the uncompressed size, block size and compressed size as little-endian
+  uint32), in numcodecs' Blosc, which reads every frame of the C-Blosc 1 format that
+  filter writes; the header's sizes are checked before a frame is decoded;
+* Zstandard (filter 32015): in numcodecs;
+* Fletcher-32 (filter 3; run only where asked, see :func:`pipeline_of`): a 4-byte
+  checksum after the bytes, checked (or only stripped) and removed.
+
+:meth:`Pipeline.encode_like_hdf5` gives the very bytes and filter mask HDF5 itself
+stores, for Blosc pipelines. zlib-ng, Blosc and Zstandard release the GIL while they
+work, so chunks are encoded and decoded on a thread pool of one worker per core.
+Any other filter (lzf, szip, scale-offset, ...) has no pipeline here and stays with
+HDF5.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import math
+import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +41,19 @@ import numpy as np
 from h5vc.cores import usable
 from h5vc.deflate import ZLIB_NG
 from h5vc.deflate import codec as _deflate
+from h5vc.errors import ChunkDecodeError
 
 __all__ = [
+    "BLOSC_COMPRESSORS",
+    "FILTER_BLOSC",
     "Pipeline",
     "as_bytes",
+    "fletcher32",
     "load_plugin_filters",
     "parallel_groups",
     "parallel_map",
     "pipeline_of",
+    "pipeline_for",
     "serial",
     "workers",
 ]
@@ -42,11 +63,23 @@ GROUPS_PER_WORKER = 4
 
 FILTER_DEFLATE = 1
 FILTER_SHUFFLE = 2
+FILTER_FLETCHER32 = 3
+#: HDF5 filter id of the Blosc filter of ``hdf5plugin``.
 FILTER_BLOSC = 32001
 FILTER_ZSTD = 32015
+_FILTER_NAMES = {
+    "deflate": FILTER_DEFLATE,
+    "shuffle": FILTER_SHUFFLE,
+    "fletcher32": FILTER_FLETCHER32,
+    "blosc": FILTER_BLOSC,
+    "zstd": FILTER_ZSTD,
+}
 
 #: Blosc compressor codes of HDF5's Blosc filter (its 7th parameter).
-_BLOSC_NAMES = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+BLOSC_COMPRESSORS = {0: "blosclz", 1: "lz4", 2: "lz4hc", 3: "snappy", 4: "zlib", 5: "zstd"}
+_BLOSC_HEADER_BYTES = 16
+#: Uncompressed size and compressed size in a Blosc frame's header (block size between).
+_BLOSC_SIZES = struct.Struct("<I4xI")
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -121,15 +154,76 @@ def _unshuffle_into(data: bytes | memoryview, size: int, out: np.ndarray) -> Non
     make no whole element stay where they are, as HDF5 leaves them)."""
     raw = np.frombuffer(data, dtype=np.uint8)
     n = len(raw) // size
+    if size <= 1 or n <= 1:  # HDF5's shuffle leaves such chunks as they are
+        out[...] = raw
+        return
     out[: n * size].reshape(n, size)[...] = raw[: n * size].reshape(size, n).T
     out[n * size :] = raw[n * size :]
+
+
+#: numcodecs' Fletcher-32 codec, made on first use (importing numcodecs takes a while).
+_fletcher32_codec: Any = None
+
+
+def fletcher32(data: Any) -> int:
+    """The Fletcher-32 checksum of the bytes ``data``, as HDF5's Fletcher-32 filter
+    computes it (``H5_checksum_fletcher32``); numcodecs' ``Fletcher32`` codec computes
+    the same sums (it appends them little-endian after the bytes), so its checksum is
+    taken (0 for no bytes, where the codec refuses the empty buffer)."""
+    global _fletcher32_codec
+    if not len(data):
+        return 0
+    if _fletcher32_codec is None:
+        from numcodecs.fletcher32 import Fletcher32
+
+        _fletcher32_codec = Fletcher32()
+    encoded = _fletcher32_codec.encode(np.frombuffer(data, np.uint8))
+    return int.from_bytes(bytes(encoded[-4:]), "little")
+
+
+def _fletcher_body(data: Any, check: bool) -> memoryview:
+    """The bytes of ``data`` before its 4-byte Fletcher-32 checksum, once that matches
+    (with ``check``). HDF5 stores the checksum as a little-endian uint32 after the
+    filtered bytes and also accepts it with the two bytes of each 16-bit half swapped
+    (what versions before 1.6.3 wrote on little-endian machines); so does this."""
+    if len(data) < 4:
+        raise ChunkDecodeError(f"Expected a Fletcher-32 checksum. Got {len(data)} bytes.")
+    body = memoryview(data)[:-4]
+    if check:
+        stored = int.from_bytes(bytes(data[-4:]), "little")
+        checksum = fletcher32(body)
+        swapped = (checksum & 0x00FF00FF) << 8 | (checksum >> 8) & 0x00FF00FF
+        if stored not in (checksum, swapped):
+            raise ChunkDecodeError(
+                f"Expected chunk bytes with the Fletcher-32 checksum {stored:08x} stored "
+                f"after them. Got bytes with checksum {checksum:08x}."
+            )
+    return body
+
+
+def _blosc_sizes(data: Any) -> tuple[int, int]:
+    """Uncompressed and compressed size of the Blosc frame ``data``, which must be all of
+    it (16-byte header: versions, flags, type size, then the uncompressed size, block
+    size and compressed size as little-endian uint32)."""
+    if len(data) < _BLOSC_HEADER_BYTES:
+        raise ChunkDecodeError(f"Expected a Blosc frame. Got {len(data)} bytes.")
+    nbytes, cbytes = _BLOSC_SIZES.unpack_from(data, 4)
+    if cbytes != len(data):
+        raise ChunkDecodeError(
+            f"Expected a Blosc frame of {len(data)} bytes. Its header says {cbytes}."
+        )
+    return nbytes, cbytes
 
 
 class _Filter:
     """One filter of a pipeline: encode and decode one chunk's bytes."""
 
-    def __init__(self, code: int, values: tuple[int, ...], itemsize: int):
+    def __init__(self, code: int, values: tuple[int, ...], itemsize: int, check: bool = True):
         self.code = code
+        self.values = values
+        self.itemsize = itemsize
+        #: Fletcher-32 only: verify the checksum (else only strip it).
+        self.check = check
         if code == FILTER_SHUFFLE:
             self.size = values[0] if values else itemsize
         elif code == FILTER_DEFLATE:
@@ -140,11 +234,17 @@ class _Filter:
             self.size = padded[2] or itemsize
             self.level = padded[4] if len(values) > 4 else 5
             self.blosc_shuffle = padded[5] if len(values) > 5 else 1
-            self.cname = _BLOSC_NAMES[padded[6]]
+            self.cname = BLOSC_COMPRESSORS[padded[6]]
         elif code == FILTER_ZSTD:
             self.level = values[0] if values else 3
-        else:  # pragma: no cover - pipeline_of admits only the codes above
+        elif code != FILTER_FLETCHER32:  # pragma: no cover - pipeline_of admits no other
             raise ValueError(f"Expected a supported filter code. Got {code}.")
+
+    def unchecked(self) -> _Filter:
+        """This filter, a Fletcher-32 one stripping checksums without checking them."""
+        if self.code != FILTER_FLETCHER32:
+            return self
+        return _Filter(self.code, self.values, self.itemsize, check=False)
 
     def encode(self, data: Any) -> Any:
         if self.code == FILTER_SHUFFLE:
@@ -154,8 +254,11 @@ class _Filter:
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
-            typed = np.frombuffer(data, dtype=f"V{self.size}" if self.size > 1 else np.uint8)
-            return blosc.compress(typed, self.cname.encode(), self.level, self.blosc_shuffle)
+            return blosc.compress(
+                data, self.cname.encode(), self.level, self.blosc_shuffle, 0, self.size
+            )
+        if self.code == FILTER_FLETCHER32:
+            return bytes(data) + fletcher32(data).to_bytes(4, "little")
         from numcodecs import Zstd
 
         return Zstd(level=self.level).encode(data)
@@ -170,7 +273,10 @@ class _Filter:
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
+            _blosc_sizes(data)
             return blosc.decompress(data)
+        if self.code == FILTER_FLETCHER32:
+            return _fletcher_body(data, self.check)
         from numcodecs import Zstd
 
         return Zstd().decode(data)
@@ -179,18 +285,20 @@ class _Filter:
         """Decode ``data`` into the bytes ``out``, which it must fill exactly."""
         if self.code == FILTER_SHUFFLE:
             if len(data) != len(out):
-                raise ValueError(f"Expected {len(out)} shuffled bytes. Got {len(data)}.")
+                raise ChunkDecodeError(f"Expected {len(out)} bytes. The chunk holds {len(data)}.")
             _unshuffle_into(data, self.size, out)
             return
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
-            if len(data) >= 16 and int.from_bytes(bytes(data[4:8]), "little") == len(out):
-                blosc.decompress(data, out)
-                return
+            nbytes, _ = _blosc_sizes(data)
+            if nbytes != len(out):
+                raise ChunkDecodeError(f"Expected {len(out)} bytes. The chunk holds {nbytes}.")
+            blosc.decompress(data, out)
+            return
         decoded = np.frombuffer(self.decode(data), dtype=np.uint8)
         if len(decoded) != len(out):
-            raise ValueError(f"Expected a decoded chunk of {len(out)} bytes. Got {len(decoded)}.")
+            raise ChunkDecodeError(f"Expected {len(out)} bytes. The chunk holds {len(decoded)}.")
         out[...] = decoded
 
 
@@ -201,6 +309,10 @@ class Pipeline:
         self.filters = filters
         self.chunk_bytes = chunk_bytes
 
+    def __repr__(self) -> str:
+        names = {v: k for k, v in _FILTER_NAMES.items()}
+        return "+".join(names[f.code] for f in self.filters) or "no filter"
+
     @property
     def faster_than_hdf5(self) -> bool:
         """Whether this pipeline beats HDF5's own filters even on one core: deflate (and
@@ -208,12 +320,63 @@ class Pipeline:
         codes = {item.code for item in self.filters}
         return ZLIB_NG and codes <= {FILTER_DEFLATE, FILTER_SHUFFLE}
 
+    @property
+    def checksummed(self) -> bool:
+        """Whether chunks end with a Fletcher-32 checksum (4 bytes)."""
+        return any(item.code == FILTER_FLETCHER32 for item in self.filters)
+
+    def unchecked(self) -> Pipeline:
+        """This pipeline, stripping Fletcher-32 checksums without checking them: for
+        chunks whose decoded bytes are checked against a stronger digest anyway
+        (HDF5's Fletcher-32 sums cost more than hashing the decoded chunk)."""
+        return Pipeline([item.unchecked() for item in self.filters], self.chunk_bytes)
+
+    @property
+    def like_hdf5(self) -> bool:
+        """Whether :meth:`encode_like_hdf5` can give HDF5's own stored bytes: a Blosc
+        filter as hdf5plugin sets it up (all 7 parameters), then at most Fletcher-32."""
+        codes = [item.code for item in self.filters]
+        return (
+            codes in ([FILTER_BLOSC], [FILTER_BLOSC, FILTER_FLETCHER32])
+            and len(self.filters[0].values) >= 7
+            and 1 <= self.filters[0].size <= 255
+        )
+
     def encode(self, chunk: np.ndarray) -> bytes:
         """The bytes HDF5 stores for ``chunk`` (a full, C-contiguous chunk)."""
         data: Any = as_bytes(np.ascontiguousarray(chunk))
         for item in self.filters:
             data = item.encode(data)
         return bytes(data)
+
+    def encode_like_hdf5(self, chunk: np.ndarray) -> tuple[bytes, int] | None:
+        """The bytes and filter mask HDF5 itself stores for ``chunk`` (the whole chunk),
+        or ``None`` where HDF5 must write it; only for pipelines :attr:`like_hdf5`.
+
+        HDF5's Blosc filter compresses into a buffer the size of the chunk and, when
+        the result does not fit, fails; the filter being optional, HDF5 then stores the
+        chunk's bytes as they are (then their Fletcher-32 checksum, if the pipeline has
+        it) with bit 0 of the filter mask set. Blosc's output for a buffer it fits in
+        does not depend on the buffer's size, so this returns the Blosc frame (mask 0)
+        for a chunk that compresses to at most half its size, the chunk's own bytes
+        (mask 1) for one whose frame is larger than the chunk, and ``None`` in between,
+        where a bounded buffer is closest to changing the outcome. Blosc runs in
+        numcodecs, which releases the GIL and, called from a thread other than the main
+        one, compresses on that thread alone (no Blosc threads of its own).
+        """
+        raw = as_bytes(np.ascontiguousarray(chunk))
+        if not len(raw):
+            return None
+        encoded = self.filters[0].encode(raw)
+        if len(encoded) > len(raw):
+            stored, mask = raw, 1  # Blosc's filter fails: HDF5 skips it
+        elif len(encoded) <= len(raw) // 2:
+            stored, mask = encoded, 0
+        else:
+            return None
+        for item in self.filters[1:]:
+            stored = item.encode(stored)
+        return bytes(stored), mask
 
     def decode(self, stored: Any, filter_mask: int = 0) -> bytes:
         """The chunk's bytes from what HDF5 stored; ``filter_mask`` bit ``i`` set means
@@ -224,7 +387,10 @@ class Pipeline:
 
     def decode_into(self, stored: Any, filter_mask: int, out: np.ndarray) -> None:
         """Decode a stored chunk into ``out``: its bytes, C-contiguous and writable (the
-        last filter undone writes straight into it)."""
+        last filter undone writes straight into it). Raises an exception (not
+        necessarily :class:`ChunkDecodeError`: the codecs raise their own) unless the
+        bytes pass their Fletcher-32 check, if the pipeline has one, and decode to
+        exactly ``len(out)`` bytes."""
         applied = [f for i, f in enumerate(self.filters) if not filter_mask >> i & 1]
         data = stored
         for item in applied[:0:-1]:
@@ -234,27 +400,52 @@ class Pipeline:
         elif len(data) == len(out):
             out[...] = np.frombuffer(data, dtype=np.uint8)
         else:
-            raise ValueError(f"Expected a stored chunk of {len(out)} bytes. Got {len(data)}.")
+            raise ChunkDecodeError(f"Expected {len(out)} bytes. The chunk holds {len(data)}.")
 
 
-def pipeline_of(dcpl: Any, itemsize: int, chunk_bytes: int) -> Pipeline | None:
+def pipeline_of(
+    dcpl: Any, itemsize: int, chunk_bytes: int, *, checksums: bool = False
+) -> Pipeline | None:
     """The pipeline of a dataset creation property list, or None when it has a filter
-    h5vc does not run (HDF5 then does the work) or no filter at all."""
+    h5vc does not run (HDF5 then does the work) or no filter at all. Fletcher-32 is
+    run only with ``checksums`` (elsewhere HDF5 runs pipelines that have it)."""
     n = dcpl.get_nfilters()
     if n == 0:
         return None
+    known = (FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_BLOSC, FILTER_ZSTD)
     filters = []
     for i in range(n):
         code, _flags, values, _name = dcpl.get_filter(i)
-        if code not in (FILTER_DEFLATE, FILTER_SHUFFLE, FILTER_BLOSC, FILTER_ZSTD):
+        if code not in known and not (checksums and code == FILTER_FLETCHER32):
             return None
         if code in (FILTER_BLOSC, FILTER_ZSTD) and not _have_numcodecs():
             return None
         values = tuple(int(v) for v in values)
-        if code == FILTER_BLOSC and len(values) > 6 and values[6] not in _BLOSC_NAMES:
+        if code == FILTER_BLOSC and not _blosc_runs(values):
             return None
         filters.append(_Filter(int(code), values, itemsize))
     return Pipeline(filters, chunk_bytes)
+
+
+def pipeline_for(dataset: Any) -> Pipeline | None:
+    """The pipeline of the chunked h5py ``dataset``, Fletcher-32 included, or None
+    where HDF5 must run it (see :func:`pipeline_of`)."""
+    if dataset.chunks is None:
+        return None
+    itemsize = dataset.dtype.itemsize
+    chunk_bytes = math.prod(dataset.chunks) * itemsize
+    dcpl = dataset.id.get_create_plist()
+    if dcpl.get_nfilters() == 0:
+        return Pipeline([], chunk_bytes)  # chunks stored as they are
+    return pipeline_of(dcpl, itemsize, chunk_bytes, checksums=True)
+
+
+def _blosc_runs(values: tuple[int, ...]) -> bool:
+    """Whether numcodecs' Blosc has the compressor of Blosc parameters ``values``."""
+    from numcodecs import blosc
+
+    cname = BLOSC_COMPRESSORS.get(values[6] if len(values) > 6 else 0)
+    return cname is not None and cname in blosc.list_compressors()
 
 
 def load_plugin_filters(dcpl: Any) -> None:

@@ -35,6 +35,8 @@ from h5vc.errors import (
     MissingDependencyError,
     RecordFormatError,
 )
+from h5vc.hdf5.chunktable import ChunkTable, sample_table
+from h5vc.hdf5.codecs import Pipeline, pipeline_for
 
 try:
     import xxhash
@@ -42,7 +44,7 @@ except ImportError as err:
     raise MissingDependencyError(
         "h5vc.samples needs xxhash: pip install xxhash (or pip install 'h5vc[samples]')."
     ) from err
-from h5vc.samples.chunks import ChunkDecoder, ChunkEncoder, ChunkLocation, chunk_locations
+
 from h5vc.samples.records import Record00, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
@@ -85,11 +87,11 @@ QUEUE_MAX_CHUNK_BYTES = 4 * 1024 * 1024
 QUEUE_MIN_CHUNK_BYTES = 8 * 1024
 _DEFAULT_CACHE_BYTES = 1024 * 1024
 _MAX_CACHE_BYTES = 64 * 1024 * 1024
-#: What a reader needs to read a dataset's samples without HDF5: decoder, chunk
-#: locations and the sample shape of a chunk.
-#: A dataset's chunk decoder, the same without Fletcher-32 checks, its chunk locations
-#: and the sample shape of a chunk.
-_ChunkTable = tuple[ChunkDecoder, ChunkDecoder, list[ChunkLocation], tuple[int, ...]]
+#: What a reader needs to read a dataset's samples without HDF5: its chunk decoder,
+#: the same without Fletcher-32 checks, its chunk table and the sample shape of a chunk.
+_Readable = tuple[Pipeline, Pipeline, ChunkTable, tuple[int, ...]]
+#: A chunk's stored bytes and filter mask as HDF5 stores them; ``None``: HDF5 writes it.
+_Encoded = tuple[bytes, int] | None
 #: How to check a decoded sample: a function of the sample and the value it must return.
 SampleCheck = tuple[Callable[[np.ndarray], str], str] | None
 
@@ -238,10 +240,10 @@ def _forget_last_chunk(dataset_id: h5py.h5d.DatasetID, index: int) -> None:
 class CollectionWriter:
     """One new collection file, open for writing in SWMR mode.
 
-    Where a sample is exactly one chunk and the filter pipeline is one
-    :class:`~h5vc.samples.chunks.ChunkEncoder` reproduces, chunks are encoded without
-    HDF5 (by :meth:`encode`, on any thread) and stored with direct chunk writes. The
-    encoder gives two kinds of stored chunks: compressed (filter mask 0) and, for a
+    Where a sample is exactly one chunk and the filter pipeline is one whose stored
+    bytes :meth:`h5vc.hdf5.codecs.Pipeline.encode_like_hdf5` reproduces, chunks are
+    encoded without HDF5 (by :meth:`encode`, on any thread) and stored with direct
+    chunk writes. The encoder gives two kinds of stored chunks: compressed (filter mask 0) and, for a
     sample Blosc cannot shrink, the sample's own bytes (filter mask 1, as HDF5 stores
     it when its optional Blosc filter fails). The first sample of each kind in every
     file is written through HDF5's filter pipeline and its stored bytes and filter mask
@@ -275,11 +277,12 @@ class CollectionWriter:
         self._chunk_bytes = math.prod(self._chunk) * schema.dtype.itemsize
         first = self._datasets[0].dataset
         one_chunk = first.chunks == (1, *self._chunk)
-        self._encoder = ChunkEncoder.for_dataset(first) if one_chunk else None
+        pipeline = pipeline_for(first) if one_chunk else None
+        self._encoder = pipeline if pipeline is not None and pipeline.like_hdf5 else None
         #: Filter masks of the encoder's chunks found equal to HDF5's in this file.
         self._verified: set[int] = set()
         #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
-        self._queue: collections.deque[tuple[int, np.ndarray, Future[bytes | None]]] = (
+        self._queue: collections.deque[tuple[int, np.ndarray, Future[_Encoded]]] = (
             collections.deque()
         )
         self._queued_bytes = 0
@@ -311,9 +314,10 @@ class CollectionWriter:
     def full(self) -> bool:
         return self._slots_used >= self.schema.collection_count * self.schema.collection_size
 
-    def encode(self, array: np.ndarray) -> bytes | None:
-        """The stored bytes of the chunk holding ``array`` (padded with zeros to the
-        chunk), or ``None`` where HDF5 must write it. Thread-safe; touches no file."""
+    def encode(self, array: np.ndarray) -> _Encoded:
+        """The stored bytes and filter mask of the chunk holding ``array`` (padded with
+        zeros to the chunk), or ``None`` where HDF5 must write it. Thread-safe; touches
+        no file."""
         encoder = self._encoder  # read once: the writing thread may drop it meanwhile
         if encoder is None or not array.size:
             return None
@@ -322,7 +326,7 @@ class CollectionWriter:
         else:
             chunk = np.zeros(self._chunk, self.schema.dtype)
             chunk[tuple(slice(0, n) for n in array.shape)] = array
-        return encoder.encode(chunk)
+        return encoder.encode_like_hdf5(chunk)
 
     def write(
         self, array: np.ndarray, *, flush: bool = True, checksum: str | None = None
@@ -399,7 +403,7 @@ class CollectionWriter:
             )
         return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
 
-    def _store(self, slot: int, array: np.ndarray, encoded: bytes | None) -> None:
+    def _store(self, slot: int, array: np.ndarray, encoded: _Encoded) -> None:
         """Write ``array`` into ``slot``: its stored bytes ``encoded`` (from
         :meth:`encode`), or through HDF5.
 
@@ -414,16 +418,16 @@ class CollectionWriter:
             sample_io.write(index, array)
             return
         corner = (index,) + (0,) * len(self._chunk)
-        mask = encoder.filter_mask(encoded, self._chunk_bytes)
+        stored_bytes, mask = encoded
         if mask in self._verified:
             dataset_id = sample_io.dataset.id
-            dataset_id.write_direct_chunk(corner, encoded, mask)
+            dataset_id.write_direct_chunk(corner, stored_bytes, mask)
             if mask:
                 _forget_last_chunk(dataset_id, index)
             return
         sample_io.write(index, array)
         stored_mask, stored = sample_io.dataset.id.read_direct_chunk(corner)
-        if stored_mask == mask and bytes(stored) == encoded:
+        if stored_mask == mask and bytes(stored) == stored_bytes:
             self._verified.add(mask)
         else:
             self._encoder = None
@@ -522,7 +526,7 @@ class CollectionReader:
 
     Samples of a complete file are read without HDF5 when each sample is one chunk (always
     for backend ``01``, for backend ``00`` when the maximum sample shape fits one chunk)
-    and the filter pipeline allows it (see :mod:`h5vc.samples.chunks`): :meth:`fetch`
+    and the filter pipeline allows it (see :mod:`h5vc.hdf5.codecs`): :meth:`fetch`
     reads the stored bytes of the sample's chunk, :func:`decode_sample` decodes and
     verifies them. Any sample that path cannot deliver is read by :meth:`read_hdf5`, which
     gives the same data and raises every read error.
@@ -534,7 +538,7 @@ class CollectionReader:
         self._index_path = index_path(directory, uid)
         self._dtype = schema.dtype
         self._datasets: dict[str, _SampleIO] = {}
-        self._chunks: dict[str, _ChunkTable | None] = {}
+        self._chunks: dict[str, _Readable | None] = {}
         self._fd: int | None = None
         self._digests: dict[str, str] | None = None
         self._open()
@@ -590,18 +594,18 @@ class CollectionReader:
             sample_io = self._datasets[name] = _SampleIO(node)
         return sample_io
 
-    def _chunk_table(self, name: str) -> _ChunkTable | None:
+    def _chunk_table(self, name: str) -> _Readable | None:
         """Decoder, chunk locations and the sample shape of a chunk of dataset ``name``, or
         None to read it through HDF5."""
         table = None
         try:
             dataset = self._dataset(name).dataset
-            decoder = ChunkDecoder.for_dataset(dataset)
+            decoder = pipeline_for(dataset)
             if decoder is not None and dataset.dtype.str == self._dtype.str:
-                locations = chunk_locations(dataset)
-                if locations is not None:
-                    unchecked = decoder.without_fletcher_check()
-                    table = (decoder, unchecked, locations, tuple(dataset.chunks[1:]))
+                chunks = sample_table(dataset)
+                if chunks is not None:
+                    unchecked = decoder.unchecked()
+                    table = (decoder, unchecked, chunks, tuple(dataset.chunks[1:]))
         except Exception:  # any trouble here: read through HDF5, which reports it
             table = None
         self._chunks[name] = table
@@ -618,7 +622,7 @@ class CollectionReader:
 
     def fetch(
         self, record: SampleRecord
-    ) -> tuple[ChunkDecoder, bytes, int, SampleCheck, tuple[int, ...]] | None:
+    ) -> tuple[Pipeline, bytes, int, SampleCheck, tuple[int, ...]] | None:
         """What :func:`decode_sample` needs besides the output: a decoder, the stored bytes
         and filter mask of the sample's chunk, the check of the decoded sample and the
         sample shape of a chunk; ``None`` unless the sample can be read without HDF5.
@@ -638,7 +642,7 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None:
             return None
-        decoder, unchecked, locations, chunk = table
+        decoder, unchecked, chunks, chunk = table
         check: SampleCheck = None
         if isinstance(record, Record01):
             check = (sample_xxh64, record.checksum)
@@ -647,7 +651,7 @@ class CollectionReader:
             if digest is not None:
                 decoder, check = unchecked, (content_digest, digest)
         try:
-            location = locations[record.index]
+            location = chunks.location(record.index)
             if location is None:
                 return None
             offset, size, mask = location
@@ -679,8 +683,8 @@ class CollectionReader:
             table = self._chunk_table(record.dataset)
         if table is None or not table[0].checksummed:
             return
-        locations = table[2]
-        location = locations[record.index] if record.index < len(locations) else None
+        chunks = table[2]
+        location = chunks.location(record.index) if record.index < len(chunks) else None
         if location is not None and location[1] < 4:
             raise CorruptDataError(
                 f"Expected sample {record.index} of dataset {record.dataset!r} in "
@@ -743,7 +747,7 @@ class CollectionReader:
 
 def decode_sample(
     out: np.ndarray,
-    decoder: ChunkDecoder,
+    decoder: Pipeline,
     data: bytes,
     mask: int,
     check: SampleCheck,
@@ -758,10 +762,10 @@ def decode_sample(
     """
     try:
         if out.shape == chunk:
-            decoder.decode_into(data, mask, out)
+            decoder.decode_into(data, mask, out.reshape(-1).view(np.uint8))
         else:
             whole = np.empty(chunk, out.dtype)
-            decoder.decode_into(data, mask, whole)
+            decoder.decode_into(data, mask, whole.reshape(-1).view(np.uint8))
             out[...] = whole[tuple(slice(0, dim) for dim in out.shape)]
     except Exception:  # the caller reads the sample through HDF5 instead
         return False

@@ -3,7 +3,7 @@
 Committed chunks never move, except when a store is compacted or rewritten (which
 :mod:`h5vc.store.rawdata` and :mod:`h5vc.store.compact` announce through
 :func:`forget`).  So the file offset of every ``raw_data`` chunk is looked up once
-per open store (HDF5's chunk-index iteration) and kept in a :class:`ChunkTable`; a
+per open store and kept in a :class:`~h5vc.hdf5.chunktable.ChunkTable`; a
 hyperslab of ``raw_data`` is then read with positioned reads.  Where the stored rows
 land in long contiguous stretches of the result (1-D data, chunks as wide as the
 result) they are read straight into it (:mod:`h5vc.hdf5.scatter`); otherwise runs of
@@ -32,7 +32,7 @@ import numpy as np
 
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5 import codecs, scatter
-from h5vc.hdf5.btree import chunk_index
+from h5vc.hdf5.chunktable import ChunkTable
 from h5vc.hdf5.codecs import Pipeline, as_bytes, parallel_groups, pipeline_of
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import file_descriptor
@@ -76,49 +76,6 @@ def forget(raw_data: h5py.Dataset, *, appended: bool = False) -> None:
         reader.table = None
     elif reader is not None:
         reader.grown = True
-
-
-class ChunkTable:
-    """File offset, stored size and filter mask of every chunk slot (-1: not allocated)."""
-
-    __slots__ = ("masks", "offsets", "sizes")
-
-    def __init__(self, dataset_id: Any, n_slots: int, c0: int):
-        self.offsets = np.full(n_slots, -1, dtype=np.int64)
-        self.sizes = np.zeros(n_slots, dtype=np.int64)
-        self.masks = np.zeros(n_slots, dtype=np.int64)
-        index = chunk_index(h5py.Dataset(dataset_id))  # from the file's bytes, if it can
-        if index is not None:
-            first_rows, addresses = index.coords[:, 0], index.addresses
-            sizes, masks = index.sizes, index.masks
-        else:
-            found: list[Any] = []
-            dataset_id.chunk_iter(found.append)  # no Python frame per chunk
-            count = len(found)
-            first_rows = np.fromiter((info.chunk_offset[0] for info in found), np.int64, count)
-            addresses = np.fromiter((info.byte_offset for info in found), np.int64, count)
-            sizes = np.fromiter((info.size for info in found), np.int64, count)
-            masks = np.fromiter((info.filter_mask for info in found), np.int64, count)
-        slots = first_rows // c0
-        keep = slots < n_slots
-        slots = slots[keep]
-        self.offsets[slots] = addresses[keep]
-        self.sizes[slots] = sizes[keep]
-        self.masks[slots] = masks[keep]
-
-    def extend(self, dataset_id: Any, n_slots: int, c0: int) -> None:
-        """Look up the slots from the current end to ``n_slots`` one by one."""
-        old = len(self.offsets)
-        self.offsets = np.concatenate((self.offsets, np.full(n_slots - old, -1, np.int64)))
-        self.sizes = np.concatenate((self.sizes, np.zeros(n_slots - old, np.int64)))
-        self.masks = np.concatenate((self.masks, np.zeros(n_slots - old, np.int64)))
-        corner = (0,) * (len(dataset_id.shape) - 1)
-        for slot in range(old, n_slots):
-            info = dataset_id.get_chunk_info_by_coord((slot * c0, *corner))
-            if info.byte_offset is not None:
-                self.offsets[slot] = info.byte_offset
-                self.sizes[slot] = info.size
-                self.masks[slot] = info.filter_mask
 
 
 class FastReader:
