@@ -149,12 +149,13 @@ class FileState:
             )
         self.log = VersionLog(self.versions, self.version_data)
         self.refs = Refs(self.versions)
-        #: The chunk stores, the store choice and the undo list.
+        #: The chunk stores, the store choice and the undo list (they hold no strong
+        #: reference to the state: it is freed once unused, as the registry expects).
         self.stores = ChunkStores(
             self.version_data,
             self.filename,
-            version_group=self.version_group,
-            one_per_name=lambda: not self.h5vc_layout,
+            version_group=weakref.WeakMethod(self.version_group),
+            one_per_name=not self.h5vc_layout,
         )
         #: The chunk maps of committed datasets.
         self.chunk_maps = ChunkMapCache(self.stores, self.filename)

@@ -35,9 +35,11 @@ __all__ = ["ChunkStores"]
 class ChunkStores:
     """The chunk stores under ``version_data``, opened on first use.
 
-    ``version_group(name)`` opens a committed version group (to tell which store a
-    dataset maps); ``one_per_name()`` is True in versioned-hdf5's layout, where a
-    dataset name has one store only.
+    ``version_group()`` gives the function that opens a committed version group by
+    name (to tell which store a dataset maps; a weak reference, so the owner holding
+    these stores is freed as soon as it is unused); ``one_per_name`` is True in
+    versioned-hdf5's layout, where a dataset name has one store only (upgrades and
+    repairs keep a file in its layout family).
     """
 
     def __init__(
@@ -45,8 +47,8 @@ class ChunkStores:
         version_data: h5py.Group,
         filename: str,
         *,
-        version_group: Callable[[str], h5py.Group],
-        one_per_name: Callable[[], bool],
+        version_group: Callable[[], Callable[[str], h5py.Group] | None],
+        one_per_name: bool,
     ):
         self.version_data = version_data
         self.filename = filename
@@ -107,7 +109,7 @@ class ChunkStores:
         for _, store in stores:
             if _compatible(store, dtype, chunks):
                 return store
-        if stores and self._one_per_name():
+        if stores and self._one_per_name:
             stores[0][1].check_compatible(path, dtype, chunks)  # raises
         return None
 
@@ -188,7 +190,9 @@ class ChunkStores:
         if not self._alternates(path):
             return path
         if dataset is None:
-            dataset = self._version_group(version)[path]
+            open_version = self._version_group()
+            assert open_version is not None, "the stores outlived their file state"
+            dataset = open_version(version)[path]
         return tree.store_key(self.version_data, path, dataset)
 
     def require(self, path: str, version: str, dataset: h5py.Dataset | None = None) -> RawDataStore:
