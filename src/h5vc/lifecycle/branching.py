@@ -16,7 +16,7 @@ one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,17 +26,15 @@ from h5vc.errors import (
     InvalidVersionNameError,
     RefNotFoundError,
 )
-from h5vc.lifecycle import cherry as _cherry
-from h5vc.lifecycle import merge as _merge
-from h5vc.lifecycle import squash as _squash
-from h5vc.lifecycle.bisection import BisectResult
-from h5vc.lifecycle.bisection import bisect as _bisect
-from h5vc.lifecycle.blame import Blame
-from h5vc.lifecycle.blame import blame as _blame
 from h5vc.store import layout
 from h5vc.versions import FileState, check_new_version_name
 from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.timestamps import now
+
+if TYPE_CHECKING:  # the tools are imported when used: opening a file loads none
+    from h5vc.lifecycle.bisection import BisectResult
+    from h5vc.lifecycle.blame import Blame
+    from h5vc.lifecycle.merge import MergeResult
 
 __all__ = [
     "after_branch_commit",
@@ -193,6 +191,8 @@ def after_branch_commit(state: FileState, branch: str, version: str, make_curren
 
 def merge_base(state: FileState, a: str, b: str) -> str | None:
     """The nearest common ancestor of two versions (or refs), None if unrelated."""
+    from h5vc.lifecycle import merge as _merge
+
     return _merge.merge_base(state, resolve(state, a), resolve(state, b))
 
 
@@ -207,9 +207,11 @@ def merge(
     author: str | None,
     allow_unrelated: bool,
     fast_forward: bool,
-) -> _merge.MergeResult:
+) -> MergeResult:
     """Three-way merge of ``theirs`` into branch ``into`` (see
     :meth:`h5vc.VersionedHDF5File.merge`)."""
+    from h5vc.lifecycle import merge as _merge
+
     state.check_writable(f"merge {theirs!r}")
     branch, ours = _onto(state, into)
     their_version = resolve(state, theirs)
@@ -255,7 +257,7 @@ def cherry_pick(
     parent: Any,
     message: str | None,
     author: str | None,
-) -> _merge.MergeResult:
+) -> MergeResult:
     """Apply the change ``version`` made onto branch ``into`` (see
     :meth:`h5vc.VersionedHDF5File.cherry_pick`)."""
     return _apply_change(
@@ -273,7 +275,7 @@ def revert(
     *,
     message: str | None,
     author: str | None,
-) -> _merge.MergeResult:
+) -> MergeResult:
     """Apply the inverse of the change ``version`` made onto branch ``into`` (see
     :meth:`h5vc.VersionedHDF5File.revert`)."""
     return _apply_change(state, "revert", version, into, name, on_conflict, parent, message, author)
@@ -284,6 +286,8 @@ def revert(
 
 def blame(state: FileState, path: str, index: Any, ref: str | None) -> Blame:
     """Which version last changed each chunk region of dataset ``path`` in ``ref``."""
+    from h5vc.lifecycle.blame import blame as _blame
+
     return _blame(state, _target(state, ref), path, index)
 
 
@@ -296,6 +300,8 @@ def bisect(
 ) -> BisectResult:
     """The first version from ``good`` to ``bad`` for which ``predicate`` is true;
     ``open_version`` opens a version group by name."""
+    from h5vc.lifecycle.bisection import bisect as _bisect
+
     return _bisect(state, predicate, resolve(state, good), resolve(state, bad), open_version)
 
 
@@ -310,6 +316,8 @@ def squash(
 ) -> str:
     """Replace the run of versions from ``first`` to ``last`` by one new version (see
     :meth:`h5vc.VersionedHDF5File.squash`); its name."""
+    from h5vc.lifecycle import squash as _squash
+
     state.check_writable(f"squash {first!r}..{last!r}")
     run = _squash.squash_run(state, resolve(state, first), resolve(state, last))
     if name is None:
@@ -337,7 +345,10 @@ def _apply_change(
     parent: Any,
     message: str | None,
     author: str | None,
-) -> _merge.MergeResult:
+) -> MergeResult:
+    from h5vc.lifecycle import cherry as _cherry
+    from h5vc.lifecycle import merge as _merge
+
     state.check_writable(f"{kind} {version!r}")
     _merge.check_on_conflict(on_conflict)
     branch, ours = _onto(state, into)
