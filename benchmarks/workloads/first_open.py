@@ -138,7 +138,7 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
         open_read=open_read.format(path=str(path), version=f"v{COMMITS}", read=READ),
     )
     expected = final_state()[:READ]
-    processes = 2 if quick else PROCESSES
+    processes = 1 if quick else PROCESSES
     walls, import_laps, open_laps, bare = [], [], [], []
     for _ in range(processes):
         seconds, line = in_fresh_process(code)
