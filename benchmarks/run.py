@@ -4,9 +4,10 @@
 
 Every (workload, library) pair runs in its own subprocess: h5vc and plain h5py with this
 interpreter, each peer with the interpreter of its own virtual environment, created on
-first use under $H5VC_BENCH_VENVS (default ~/.cache/h5vc-bench). Prints a table of
-medians and ratios, writes the results as JSON and draws commit time against version
-number. Exits non-zero when any run failed (a failed equality check included).
+first use under $H5VC_BENCH_VENVS (default ~/.cache/h5vc-bench); Icechunk's is made by
+hand (see ``PEERS`` and docs/benchmarks.md) and reported missing without it. Prints a
+table of medians and ratios, writes the results as JSON and draws commit time against
+version number. Exits non-zero when any run failed (a failed equality check included).
 """
 
 from __future__ import annotations
