@@ -1,6 +1,6 @@
 """h5vc against Icechunk (and versioned-hdf5, plain h5py): one table of the rows that matter.
 
-    python benchmarks/against_icechunk.py [--repeat 3] [--quick] [--json PATH]
+    python benchmarks/against_icechunk.py [--repeat 3] [--quick] [--json PATH] [--libs ...]
     python benchmarks/against_icechunk.py --from-json PATH
 
 Runs ``benchmarks/run.py`` on the workloads below for h5vc, versioned-hdf5, Icechunk and
@@ -220,12 +220,14 @@ class LoadSampler:
         self._thread.join()
 
 
-def run_benchmarks(json_path: pathlib.Path, repeat: int, quick: bool) -> dict[str, object]:
+def run_benchmarks(
+    json_path: pathlib.Path, repeat: int, quick: bool, libs: list[str]
+) -> dict[str, object]:
     command = [
         sys.executable,
         str(BENCH_DIR / "run.py"),
         "--libs",
-        ",".join(LIBS),
+        ",".join(libs),
         "--repeat",
         str(repeat),
         "--out",
@@ -312,12 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="reduced sizes")
     parser.add_argument("--json", type=pathlib.Path, help="where run.py writes its results")
     parser.add_argument("--from-json", type=pathlib.Path, help="tabulate an earlier run")
+    parser.add_argument(
+        "--libs", default=",".join(LIBS), help=f"a subset of {','.join(LIBS)} (default: all)"
+    )
     args = parser.parse_args(argv)
+    libs = [lib.strip() for lib in args.libs.split(",") if lib.strip()]
+    unknown = sorted(set(libs) - set(LIBS))
+    if unknown or "h5vc" not in libs:
+        parser.error(f"expected h5vc and libraries from {LIBS}. Got {libs} instead.")
     if args.from_json:
         document = json.loads(args.from_json.read_text())
     else:
         json_path = args.json or pathlib.Path(tempfile.mkdtemp()) / "against_icechunk.json"
-        document = run_benchmarks(json_path, args.repeat, args.quick)
+        document = run_benchmarks(json_path, args.repeat, args.quick, libs)
         print(f"\nresults written to {json_path}")
     print()
     print(notes(document))
