@@ -4,9 +4,10 @@
 
 Every (workload, library) pair runs in its own subprocess: h5vc and plain h5py with this
 interpreter, each peer with the interpreter of its own virtual environment, created on
-first use under $H5VC_BENCH_VENVS (default ~/.cache/h5vc-bench). Prints a table of
-medians and ratios, writes the results as JSON and draws commit time against version
-number. Exits non-zero when any run failed (a failed equality check included).
+first use under $H5VC_BENCH_VENVS (default ~/.cache/h5vc-bench); Icechunk's is made by
+hand (see ``PEERS`` and docs/benchmarks.md) and reported missing without it. Prints a
+table of medians and ratios, writes the results as JSON and draws commit time against
+version number. Exits non-zero when any run failed (a failed equality check included).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ BENCH_DIR = pathlib.Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 WORKLOAD_DIR = BENCH_DIR / "workloads"
 RESULTS_DIR = BENCH_DIR / "results"
-ALL_LIBRARIES = ("h5vc", "versioned_hdf5", "hangar", "h5py")
-PEER_LIBRARIES = ("versioned_hdf5", "hangar")
+ALL_LIBRARIES = ("h5vc", "versioned_hdf5", "hangar", "icechunk", "h5py")
+PEER_LIBRARIES = ("versioned_hdf5", "hangar", "icechunk")
 README_START = "<!-- benchmarks:start -->"
 README_END = "<!-- benchmarks:end -->"
 
@@ -48,6 +49,9 @@ class PeerSpec:
     module: str
     requirements: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
+    #: Set for a peer that is never installed on first use: its environment is made by
+    #: hand (this says how) and the peer is reported missing, not installed, without it.
+    setup: str = ""
 
 
 PEERS = {
@@ -61,6 +65,17 @@ PEERS = {
         module="hangar",
         requirements=("hangar==0.5.2", "numpy<1.24"),
         env={"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"},
+    ),
+    # Icechunk needs Python 3.11 or later (the project's own interpreter may be older);
+    # h5py only because the workload modules import it.
+    "icechunk": PeerSpec(
+        venv_name="icechunk",
+        module="icechunk",
+        requirements=("icechunk==2.3.0", "zarr==3.4.2", "numpy", "h5py"),
+        setup=(
+            "python3.12 -m venv $H5VC_BENCH_VENVS/icechunk && $H5VC_BENCH_VENVS/icechunk/bin/pip"
+            " install icechunk==2.3.0 zarr==3.4.2 numpy h5py"
+        ),
     ),
 }
 
@@ -111,6 +126,14 @@ def _peer_interpreter(lib: str, log: bool) -> Interpreter:
         ok, detail = _probe(str(python), spec.module, env)
         if ok:
             return Interpreter(python=str(python), env=env, version=detail)
+        if spec.setup:
+            return Interpreter(
+                python=None, env=env, missing=f"{python} cannot import {spec.module}: {detail}"
+            )
+    if spec.setup:
+        return Interpreter(
+            python=None, env=env, missing=f"no environment at {venv} (set up with: {spec.setup})"
+        )
     if log:
         print(f"[setup] installing {lib} into {venv} (first use) ...", flush=True)
     install_log = venv.parent / f"{spec.venv_name}-install.log"
@@ -476,7 +499,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(ALL_LIBRARIES),
         help=f"comma-separated libraries (default: {','.join(ALL_LIBRARIES)})",
     )
-    parser.add_argument("--no-peers", action="store_true", help="skip versioned_hdf5 and hangar")
+    parser.add_argument(
+        "--no-peers", action="store_true", help=f"skip the peers ({', '.join(PEER_LIBRARIES)})"
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per pair; medians reported")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS_DIR / "latest.json")

@@ -26,7 +26,7 @@ def read_unique_chunks(path: str) -> int:
         datasets = tree.collect_datasets(state.versions, state.log.names())
         total = 0
         for store_path, objects in datasets.items():
-            store = state.store(store_path)
+            store = state.stores.get(store_path)
             if store is None:
                 continue
             used = np.zeros(store.n_slots, dtype=bool)

@@ -1,6 +1,7 @@
-"""Workload: compressed datasets (gzip level 4, Blosc zstd) against plain h5py.
+"""Workload: compressed datasets (gzip level 4, Blosc zstd, zstd) against plain h5py.
 
-For each filter, 80 MB of float64 (a random walk rounded to two decimals, which
+For each filter (``gzip``: HDF5's deflate at level 4; ``zstd``: hdf5plugin's Blosc with
+zstd at level 5 and byte shuffle; ``zstd_plain``: hdf5plugin's Zstd at level 5), 80 MB of float64 (a random walk rounded to two decimals, which
 compresses about 3:1) in 16384-element chunks is committed once, read whole (the file
 opened anew), then five commits each overwrite 100 consecutive elements at a random
 place. The plain h5py reference writes the same array with the same chunks and filter,
@@ -17,6 +18,11 @@ wall time when the codec threads ran in parallel), ``_h5py_same_run_s``, ``_over
 within one round). Where versioned-hdf5 can be imported too, its edit commits alternate
 with h5vc's on the gzip file and ``gzip_edit_commit_over_versioned_hdf5`` is the ratio of
 the medians.
+
+Icechunk commits the same array to a zarr array with the same chunks and the matching
+zarr codec (``GzipCodec(level=4)``; ``BloscCodec(cname="zstd", clevel=5, shuffle)``;
+``ZstdCodec(level=5)``), reads it whole from a fresh open (best of three) and makes the
+same five edit commits (``_icechunk.py``).
 """
 
 from __future__ import annotations
@@ -47,8 +53,14 @@ from _common import (
 )
 
 NAME = "compressed"
-LIBRARIES = ("h5vc", "versioned_hdf5", "h5py")
-H5PY_BASELINE = {"gzip_initial_commit_s": "gzip_write_s", "zstd_initial_commit_s": "zstd_write_s"}
+LIBRARIES = ("h5vc", "versioned_hdf5", "h5py", "icechunk")
+H5PY_BASELINE = {
+    "gzip_initial_commit_s": "gzip_write_s",
+    "zstd_initial_commit_s": "zstd_write_s",
+    "zstd_plain_initial_commit_s": "zstd_plain_write_s",
+}
+#: Filters run by every library but versioned-hdf5 (whose environment has no hdf5plugin).
+FILTERS = ("gzip", "zstd", "zstd_plain")
 
 EDITS = 5
 EDIT_SIZE = 100
@@ -62,6 +74,8 @@ def filters(name: str) -> dict[str, Any]:
         return {"compression": "gzip", "compression_opts": 4}
     import hdf5plugin
 
+    if name == "zstd_plain":
+        return dict(hdf5plugin.Zstd(clevel=5))
     return dict(hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
 
 
@@ -101,11 +115,45 @@ def peer_available() -> bool:
     return True
 
 
+def run_icechunk(workdir: pathlib.Path, name: str, data: np.ndarray, starts: np.ndarray) -> Metrics:
+    import _icechunk as ic
+
+    path = workdir / f"{NAME}-{name}.icechunk"
+    expected = data.copy()
+    for i, start in enumerate(starts):
+        expected[start : start + EDIT_SIZE] = -i
+    repo = ic.create_repo(path)
+    codec = ic.zarr_codec(name)
+    initial, first = timed(
+        lambda: ic.commit(repo, lambda s: ic.create_array(s, "x", data, (CHUNK,), codec), "v0")
+    )
+    read, got = best_of(lambda: ic.read_snapshot(path, first, "x"))
+    check_equal(got, data, f"full read of v0 ({name})")
+    edits = Stopwatch()
+    last = first
+    for i, start in enumerate(starts):
+
+        def edit(store: Any, start: int = start, i: int = i) -> None:
+            ic.open_array(store, "x", writable=True)[start : start + EDIT_SIZE] = -i
+
+        with edits.lap():
+            last = ic.commit(repo, edit, f"v{i + 1}")
+    check_equal(ic.read_snapshot(path, last, "x"), expected, f"last version ({name})")
+    return {
+        f"{name}_initial_commit_s": initial,
+        f"{name}_full_read_s": read,
+        f"{name}_edit_commit_s": statistics.median(edits.laps),
+        f"{name}_file_bytes": ic.directory_bytes(path),
+    }
+
+
 def run_filter(lib: str, workdir: pathlib.Path, name: str, data: np.ndarray) -> Metrics:
     path = workdir / f"{NAME}-{name}-{lib}.h5"
     plain = workdir / f"{NAME}-{name}-h5py.h5"
     rng = np.random.default_rng(7)
     starts = rng.integers(0, len(data) - EDIT_SIZE, EDITS)
+    if lib == "icechunk":
+        return run_icechunk(workdir, name, data, starts)
     expected = data.copy()
     for i, start in enumerate(starts):
         expected[start : start + EDIT_SIZE] = -i
@@ -129,6 +177,7 @@ def run_filter(lib: str, workdir: pathlib.Path, name: str, data: np.ndarray) -> 
             f"{name}_write_s": write,
             f"{name}_full_read_s": read,
             f"{name}_edit_commit_s": statistics.median(edits.laps),
+            f"{name}_file_bytes": float(plain.stat().st_size),
         }
     if lib == "versioned_hdf5":
         initial, _ = timed(lambda: commit_initial(lib, path, data, name))
@@ -140,6 +189,7 @@ def run_filter(lib: str, workdir: pathlib.Path, name: str, data: np.ndarray) -> 
             f"{name}_initial_commit_s": initial,
             f"{name}_full_read_s": read,
             f"{name}_edit_commit_s": statistics.median(laps),
+            f"{name}_file_bytes": float(path.stat().st_size),
         }
     writes, _ = interleaved(
         {
@@ -171,6 +221,7 @@ def run_filter(lib: str, workdir: pathlib.Path, name: str, data: np.ndarray) -> 
         got = read_version(other, paths[other], f"v{EDITS}", "x")
         check_equal(got, expected, f"last version ({name}, {other})")
     metrics[f"{name}_edit_commit_s"] = statistics.median(laps[lib])
+    metrics[f"{name}_file_bytes"] = float(path.stat().st_size)
     if "versioned_hdf5" in laps:
         peer = statistics.median(laps["versioned_hdf5"])
         metrics[f"{name}_edit_commit_versioned_hdf5_same_run_s"] = peer
@@ -183,7 +234,7 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
     n = 1_000_000 if quick else 10_000_000
     data = np.round(np.random.default_rng(20241114).normal(size=n).cumsum(), 2)
     metrics: Metrics = {}
-    for name in ("gzip",) if lib == "versioned_hdf5" else ("gzip", "zstd"):
+    for name in ("gzip",) if lib == "versioned_hdf5" else FILTERS:
         metrics.update(run_filter(lib, workdir, name, data))
     return metrics
 

@@ -5,6 +5,8 @@ A float64 array (10M elements, 1024-element chunks) is committed once, then edit
 initial commit, every commit, the file size, full reads of the newest and an old version,
 and 200 reads of 100 elements from an old version. The plain h5py reference writes the
 same array with the same chunks, applies the same edits in place and reads it the same way.
+Icechunk commits the same array and edits to a zarr array with the same chunks, one commit
+per version (see ``_icechunk.py`` for its settings).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from _common import (
 )
 
 NAME = "small_edits"
-LIBRARIES = ("h5vc", "versioned_hdf5", "h5py")
+LIBRARIES = ("h5vc", "versioned_hdf5", "h5py", "icechunk")
 #: Metric of this workload -> the plain-h5py metric it is compared with.
 H5PY_BASELINE = {"initial_commit_s": "write_s"}
 
@@ -189,14 +191,67 @@ def run_h5py(path: pathlib.Path, sizes: Sizes, plan: Plan) -> Metrics:
     }
 
 
-def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
-    require_library(lib, LIBRARIES, NAME)
-    sizes = QUICK if quick else FULL
+def run_icechunk(path: pathlib.Path, sizes: Sizes, plan: Plan) -> Metrics:
+    import _icechunk as ic
+
+    commits = Stopwatch()
+    width = sizes.edit_length
+    repo = ic.create_repo(path)
+    snapshots = []
+    with commits.lap():
+        snapshots.append(
+            ic.commit(repo, lambda s: ic.create_array(s, "x", plan.initial, (sizes.chunk,)), "v0")
+        )
+    initial_commit = commits.last
+    commits.laps.clear()
+    for number in range(sizes.commits):
+        start = plan.edit_starts[number]
+
+        def edit(store: Any, start: int = start, number: int = number) -> None:
+            ic.open_array(store, "x", writable=True)[start : start + width] = plan.edit_values[
+                number
+            ]
+
+        with commits.lap():
+            snapshots.append(ic.commit(repo, edit, f"v{number + 1}"))
+
+    old, latest = snapshots[sizes.commits // 2], snapshots[sizes.commits]
+    old_state = plan.state_after(sizes.commits // 2)
+    full_read, got_latest = best_of(lambda: ic.read_snapshot(path, latest, "x"))
+    full_read_old, got_old = best_of(lambda: ic.read_snapshot(path, old, "x"))
+    store = ic.snapshot_store(ic.open_repo(path), old)
+    reads_time, reads = timed(lambda: small_reads(lambda: ic.open_array(store, "x"), plan, sizes))
+    check_small_reads(reads, old_state, plan, sizes)
+    array = ic.open_array(store, "x")
+    once_time, reads = timed(lambda: small_reads_open_once(array, plan, sizes))
+    check_equal(got_latest, plan.state_after(sizes.commits), "full read of the last snapshot")
+    check_equal(got_old, old_state, "full read of the middle snapshot")
+    check_small_reads(reads, old_state, plan, sizes)
+    check_equal(ic.read_snapshot(path, snapshots[0], "x"), plan.initial, "full read of v0")
+    return {
+        "initial_commit_s": initial_commit,
+        **commit_summary(commits.laps, sizes.window),
+        "file_bytes": ic.directory_bytes(path),
+        "full_read_s": full_read,
+        "full_read_old_s": full_read_old,
+        "small_reads_s": reads_time,
+        "small_reads_open_once_s": once_time,
+    }
+
+
+def run_sized(lib: str, workdir: pathlib.Path, name: str, sizes: Sizes) -> Metrics:
     plan = make_plan(sizes)
-    path = workdir / f"{NAME}-{lib}.h5"
+    path = workdir / f"{name}-{lib}.h5"
     if lib == "h5py":
         return run_h5py(path, sizes, plan)
+    if lib == "icechunk":
+        return run_icechunk(path.with_suffix(".icechunk"), sizes, plan)
     return run_versioned(lib, path, sizes, plan)
+
+
+def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
+    require_library(lib, LIBRARIES, NAME)
+    return run_sized(lib, workdir, NAME, QUICK if quick else FULL)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ A 4000x4000 float64 array with 100x100 chunks is committed once, then 50 commits
 overwrite a 10x10 block at a random position (touching one to four chunks). Measures the
 initial commit, every commit, the file size, full reads of the newest and an old version
 and 50 reads of unaligned 100x100 blocks from an old version. The plain h5py reference
-writes the same array with the same chunks and applies the same edits in place.
+writes the same array with the same chunks and applies the same edits in place. Icechunk
+commits the same array and edits to a zarr array with the same chunks (``_icechunk.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from _common import (
 )
 
 NAME = "two_d"
-LIBRARIES = ("h5vc", "versioned_hdf5", "h5py")
+LIBRARIES = ("h5vc", "versioned_hdf5", "h5py", "icechunk")
 H5PY_BASELINE = {"initial_commit_s": "write_s"}
 
 
@@ -161,14 +162,63 @@ def run_h5py(path: pathlib.Path, sizes: Sizes, plan: Plan) -> Metrics:
     }
 
 
-def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
-    require_library(lib, LIBRARIES, NAME)
-    sizes = QUICK if quick else FULL
+def run_icechunk(path: pathlib.Path, sizes: Sizes, plan: Plan) -> Metrics:
+    import _icechunk as ic
+
+    commits = Stopwatch()
+    side = sizes.edit_side
+    chunks = (sizes.chunk, sizes.chunk)
+    repo = ic.create_repo(path)
+    snapshots = []
+    with commits.lap():
+        snapshots.append(
+            ic.commit(repo, lambda s: ic.create_array(s, "x", plan.initial, chunks), "v0")
+        )
+    initial_commit = commits.last
+    commits.laps.clear()
+    for number in range(sizes.commits):
+        row, col = plan.edit_corners[number]
+
+        def edit(store: Any, row: int = row, col: int = col, number: int = number) -> None:
+            array = ic.open_array(store, "x", writable=True)
+            array[row : row + side, col : col + side] = plan.edit_values[number]
+
+        with commits.lap():
+            snapshots.append(ic.commit(repo, edit, f"v{number + 1}"))
+
+    old, latest = snapshots[sizes.commits // 2], snapshots[sizes.commits]
+    old_state = plan.state_after(sizes.commits // 2)
+    full_read, got_latest = best_of(lambda: ic.read_snapshot(path, latest, "x"))
+    full_read_old, got_old = best_of(lambda: ic.read_snapshot(path, old, "x"))
+    store = ic.snapshot_store(ic.open_repo(path), old)
+    reads_time, reads = timed(lambda: block_reads(lambda: ic.open_array(store, "x"), plan, sizes))
+    check_equal(got_latest, plan.state_after(sizes.commits), "full read of the last snapshot")
+    check_equal(got_old, old_state, "full read of the middle snapshot")
+    check_block_reads(reads, old_state, plan, sizes)
+    check_equal(ic.read_snapshot(path, snapshots[0], "x"), plan.initial, "full read of v0")
+    return {
+        "initial_commit_s": initial_commit,
+        **commit_summary(commits.laps, sizes.window),
+        "file_bytes": ic.directory_bytes(path),
+        "full_read_s": full_read,
+        "full_read_old_s": full_read_old,
+        "block_reads_s": reads_time,
+    }
+
+
+def run_sized(lib: str, workdir: pathlib.Path, name: str, sizes: Sizes) -> Metrics:
     plan = make_plan(sizes)
-    path = workdir / f"{NAME}-{lib}.h5"
+    path = workdir / f"{name}-{lib}.h5"
     if lib == "h5py":
         return run_h5py(path, sizes, plan)
+    if lib == "icechunk":
+        return run_icechunk(path.with_suffix(".icechunk"), sizes, plan)
     return run_versioned(lib, path, sizes, plan)
+
+
+def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
+    require_library(lib, LIBRARIES, NAME)
+    return run_sized(lib, workdir, NAME, QUICK if quick else FULL)
 
 
 if __name__ == "__main__":

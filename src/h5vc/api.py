@@ -24,12 +24,8 @@ from h5vc.errors import (
     VersionPathError,
 )
 from h5vc.hdf5.damage import damaged
-from h5vc.lifecycle.branching import (
-    RefsMixin,
-    check_version_name,
-    generated_version_name,
-    resolve_ref,
-)
+from h5vc.lifecycle import branching
+from h5vc.lifecycle.branching import check_version_name, generated_version_name, resolve_ref
 from h5vc.store import layout
 from h5vc.store.space import FILE_SPACE_OPTIONS
 from h5vc.versions import (
@@ -44,7 +40,12 @@ from h5vc.wrappers import CommittedGroup, StagedGroup
 from h5vc.wrappers.group import CommittedViews
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from h5vc.lifecycle import VersionDiff
+    from h5vc.lifecycle.bisection import BisectResult
+    from h5vc.lifecycle.blame import Blame
+    from h5vc.lifecycle.merge import MergeResult
     from h5vc.store.legacy import RebuiltTables
 
 __all__ = ["VersionedHDF5File", "open"]
@@ -53,7 +54,7 @@ __all__ = ["VersionedHDF5File", "open"]
 NEW_FILE_DATA_VERSIONS = frozenset({layout.DATA_VERSION_H5VC, layout.DATA_VERSION_COMPAT})
 
 
-class VersionedHDF5File(RefsMixin):
+class VersionedHDF5File:
     """Every version of a tree of groups and datasets, kept in one HDF5 file.
 
     ``VersionedHDF5File(f)`` takes an open ``h5py.File`` or any ``h5py.Group``.
@@ -290,7 +291,7 @@ class VersionedHDF5File(RefsMixin):
         if branch is None and prev_version is None and make_current:
             branch = self.current_branch  # None in a file without branches
         if branch is not None:
-            prev_version = self._branch_base(branch, prev_version)
+            prev_version = branching.branch_base(state, branch, prev_version)
         if state.staging is not None:
             raise StageInProgressError(
                 f"Cannot stage version {version_name!r} while version {state.staging!r} is "
@@ -319,7 +320,7 @@ class VersionedHDF5File(RefsMixin):
                     author=author,
                 )
                 if branch is not None:
-                    self._after_branch_commit(branch, name, make_current)
+                    branching.after_branch_commit(state, branch, name, make_current)
         finally:
             state.staging = None
             group.close_staging(
@@ -345,6 +346,195 @@ class VersionedHDF5File(RefsMixin):
 
     def __delitem__(self, name: str) -> None:
         lifecycle.delete_versions(self.file_state, [name])
+
+    # -- refs: branches, tags, merges (logic in h5vc.lifecycle.branching) ------------
+    #
+    # Names given to ``vf[...]``, ``merge`` and these methods resolve in this order: a
+    # version, a tag, a branch.  A name that is more than one of them and does not mean
+    # one version is ambiguous: :class:`~h5vc.errors.AmbiguousRefError`.
+
+    def resolve(self, name: str) -> str:
+        """The committed version that ``name`` (version, tag or branch) points at."""
+        return branching.resolve(self._open_state, name)
+
+    @property
+    def branches(self) -> dict[str, str]:
+        """Branch name -> head version."""
+        return self._open_state.refs.branches
+
+    @property
+    def tags(self) -> dict[str, str]:
+        """Tag name -> version."""
+        return self._open_state.refs.tags
+
+    @property
+    def current_branch(self) -> str | None:
+        """The branch last committed to or switched to, while its head is the current
+        version; otherwise None."""
+        return branching.current_branch(self._open_state)
+
+    def create_branch(self, name: str, at: str | None = None) -> str:
+        """Create branch ``name`` at ``at`` (a version, tag or branch; default: the
+        current version) and return its head.  Writes one attribute."""
+        return branching.create_branch(self._open_state, name, at)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name`` (not its versions); not the current branch."""
+        branching.delete_branch(self._open_state, name)
+
+    def reset_branch(self, name: str, to: str) -> None:
+        """Point branch ``name`` at ``to`` (a version, tag or branch)."""
+        branching.reset_branch(self._open_state, name, to)
+
+    def switch_branch(self, name: str) -> None:
+        """Make ``name`` the current branch and its head the current version."""
+        branching.switch_branch(self._open_state, name)
+
+    def create_tag(self, name: str, version: str | None = None) -> str:
+        """Tag ``version`` (a version, tag or branch; default: the current version) as
+        ``name`` and return the version.  Tags never move."""
+        return branching.create_tag(self._open_state, name, version)
+
+    def delete_tag(self, name: str) -> None:
+        """Delete tag ``name`` (not its version)."""
+        branching.delete_tag(self._open_state, name)
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The nearest common ancestor of two versions (or refs), None if unrelated."""
+        return branching.merge_base(self._open_state, a, b)
+
+    def merge(
+        self,
+        theirs: str,
+        into: str | None = None,
+        name: str | None = None,
+        message: str | None = None,
+        on_conflict: Any = "fail",
+        *,
+        author: str | None = None,
+        allow_unrelated: bool = False,
+        fast_forward: bool = True,
+    ) -> MergeResult:
+        """Three-way merge of ``theirs`` (a version, tag or branch) into branch ``into``.
+
+        ``into`` defaults to the current branch, or the current version when no branch
+        is current.  The merge commits version ``name`` (default: generated) with
+        parents (``into``'s head, ``theirs``) and moves ``into`` to it; when ``into``'s
+        head is an ancestor of ``theirs`` the branch is fast-forwarded instead (no new
+        version) unless ``fast_forward=False``.  ``on_conflict``: ``"fail"`` raises
+        :class:`~h5vc.errors.MergeConflictError` and writes nothing; ``"ours"`` or
+        ``"theirs"`` take that side; a callable ``f(conflict, base, ours, theirs)``
+        returns the merged values of each conflicting chunk region.
+        """
+        return branching.merge(
+            self._open_state,
+            theirs,
+            into,
+            name,
+            message,
+            on_conflict,
+            author=author,
+            allow_unrelated=allow_unrelated,
+            fast_forward=fast_forward,
+        )
+
+    def cherry_pick(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        on_conflict: Any = "fail",
+        *,
+        parent: Any = None,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> MergeResult:
+        """Apply the change ``version`` (a version, tag or branch) made to its parent onto
+        branch ``into`` (default: the current branch, or the current version when no
+        branch is current), as a new version ``name`` (default: generated), and move the
+        branch to it.
+
+        Three-way and chunk level, like :meth:`merge`, with ``version``'s parent as the
+        base; ``on_conflict`` as for :meth:`merge`.  A merge version needs ``parent``
+        (1-based position or name of the parent whose change is taken):
+        :class:`~h5vc.errors.MergeParentError` otherwise.  A version already in
+        ``into``'s history raises :class:`~h5vc.errors.EmptyChangeError`.
+        """
+        return branching.cherry_pick(
+            self._open_state,
+            version,
+            into,
+            name,
+            on_conflict,
+            parent=parent,
+            message=message,
+            author=author,
+        )
+
+    def revert(
+        self,
+        version: str,
+        into: str | None = None,
+        name: str | None = None,
+        parent: Any = None,
+        on_conflict: Any = "fail",
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> MergeResult:
+        """Apply the inverse of the change ``version`` made to its parent onto branch
+        ``into`` (as :meth:`cherry_pick`): a new version that undoes it, later changes
+        kept.  A merge version needs ``parent`` (whose side is kept)."""
+        return branching.revert(
+            self._open_state,
+            version,
+            into,
+            name,
+            parent,
+            on_conflict,
+            message=message,
+            author=author,
+        )
+
+    # -- history tools (logic in h5vc.lifecycle) -------------------------------------
+
+    def blame(self, path: str, index: Any = ..., ref: str | None = None) -> Blame:
+        """Which version last changed each chunk region of dataset ``path`` in ``ref``
+        (a version, tag or branch; default: the current version) that ``index``
+        touches (default: all).  Decided from chunk maps and digests: no data is read.
+        ``result.regions`` lists ``(region, version)``; ``result.version_of(i, j)``
+        answers for one element."""
+        return branching.blame(self._open_state, path, index, ref)
+
+    def bisect(self, predicate: Callable[[Any], Any], good: str, bad: str) -> BisectResult:
+        """The first version on the path from ``good`` to ``bad`` (versions, tags or
+        branches) for which ``predicate(version_group)`` is true; ``good`` is taken as
+        false and ``bad`` as true.  A binary search: ``ceil(log2(n))`` of the ``n``
+        versions on the path are opened.  ``result.version`` is the version found,
+        ``result.tested`` the ``(version, result)`` pairs in order."""
+        return branching.bisect(self._open_state, predicate, good, bad, self.get_version_by_name)
+
+    def squash(
+        self,
+        first: str,
+        last: str,
+        name: str | None = None,
+        *,
+        message: str | None = None,
+        author: str | None = None,
+    ) -> str:
+        """Replace the linear run of versions from ``first`` to ``last`` (versions, tags
+        or branches) by one new version ``name`` (default: generated) holding ``last``'s
+        data, parent ``first``'s parent; ``last``'s children and branches move to it,
+        and the run is deleted as :func:`~h5vc.delete_versions` deletes (the chunks
+        only the run held are freed).  Returns the new version's name.
+
+        Raises :class:`~h5vc.errors.NotLinearHistoryError` unless ``first`` is ``last``
+        or a first-parent ancestor of it with no merge, and no other child, in between;
+        :class:`~h5vc.errors.RefInUseError` for a tag on the run or a branch inside it.
+        Nothing changes then.  The default message lists the run's messages.
+        """
+        return branching.squash(self._open_state, first, last, name, message=message, author=author)
 
     # -- lifecycle (implemented in h5vc.lifecycle) ----------------------------------
 

@@ -119,7 +119,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
         users: Counter[tuple[tuple[str, str], int]] = Counter()
 
         def chunk_bytes(path: str) -> float:
-            store = state.store(path)
+            store = state.stores.get(path)
             return store.raw_data.id.get_storage_size() / store.n_slots
 
         def sample_bytes(schema: Any) -> float:
@@ -137,7 +137,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
                     (f"{path}/{name}", obj[name]) for name in ("keys", "records")
                 ]  # fmt: skip
                 for part, dataset in parts:
-                    slots = state.chunk_map(version, part, dataset).slots
+                    slots = state.chunk_maps.get(version, part, dataset).slots
                     chosen = {int(s) for s in slots.ravel() if s >= 0}
                     used[version, part] = (("chunks", part), chosen, chunk_bytes(part))
                     users.update((("chunks", part), s) for s in chosen)

@@ -78,8 +78,8 @@ def brute_force(vf: Any) -> dict[str, Any]:
         for version in state.log.names():
             row = versions[version] = dict(logical_bytes=0, stored_bytes=0, shared_bytes=0)
             for path, dataset in _datasets(state.versions[version]):
-                slots = state.chunk_map(version, path, dataset).slots
-                key = state.store_key(version, path, dataset)
+                slots = state.chunk_maps.get(version, path, dataset).slots
+                key = state.stores.key(version, path, dataset)
                 used[version, path] = {(key, int(s)) for s in slots.ravel() if s >= 0}
                 users.update((path, key, s) for key, s in used[version, path])
                 logical = int(np.prod(dataset.shape)) * dataset.dtype.itemsize
@@ -89,7 +89,7 @@ def brute_force(vf: Any) -> dict[str, Any]:
                 entry["logical_bytes"] += logical
 
         def slot_bytes(key: str) -> float:
-            store = state.store(key)
+            store = state.stores.get(key)
             return store.raw_data.id.get_storage_size() / store.n_slots
 
         for (version, path), slots in used.items():
@@ -177,7 +177,7 @@ def test_du_counts_a_dataset_created_again_with_another_dtype_in_its_own_store(t
         with vf.stage_version("v3") as g:
             g.create_dataset("x", data=np.linspace(0, 1, 30, dtype="f4"), chunks=(6,))
     with h5vc.open(str(path)) as vf:
-        assert len(vf.file_state.stores_of("x")) == 2
+        assert len(vf.file_state.stores.of("x")) == 2
         usage = disk_usage(vf)
         expected = brute_force(vf)
     x = usage.datasets["x"]

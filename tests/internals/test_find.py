@@ -64,7 +64,7 @@ def test_store_lookups_of_missing_parents(tmp_path: Path, monkeypatch) -> None:
         _single_links_only(monkeypatch)
         with vf.stage_version("v2") as g:
             g.create_group("g").create_dataset("c", data=np.arange(3))
-        assert vf.file_state.store("g/missing/c") is None
-        assert vf.file_state.store("x/below") is None
+        assert vf.file_state.stores.get("g/missing/c") is None
+        assert vf.file_state.stores.get("x/below") is None
     with h5vc.open(path, "r") as vf:
         np.testing.assert_array_equal(vf["v2"]["g"]["c"][:], np.arange(3))

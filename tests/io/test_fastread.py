@@ -115,7 +115,8 @@ def test_reads_equal_hdf5_and_the_model(tmp_path_factory, case: dict, data) -> N
             np.testing.assert_array_equal(result, expected)
             index = _basic_index(data.draw, case["shape"])
             np.testing.assert_array_equal(ours[index], expected[index])
-            np.testing.assert_array_equal(ours[index], vds(f, version)[index])
+            if expected[index].size:  # HDF5 cannot read an empty selection of a VDS
+                np.testing.assert_array_equal(ours[index], vds(f, version)[index])
             rows = data.draw(st.lists(st.integers(0, case["shape"][0] - 1), min_size=1))
             np.testing.assert_array_equal(ours[sorted(set(rows))], expected[sorted(set(rows))])
         raw_data = f["_version_data/x/raw_data"]
@@ -271,5 +272,7 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
         np.testing.assert_array_equal(vds(f, last)[()], model)
         np.testing.assert_array_equal(ours[()], model)
         index = _basic_index(data.draw, case["shape"])
-        np.testing.assert_array_equal(ours[index], vds(f, last)[index])
+        np.testing.assert_array_equal(ours[index], model[index])
+        if model[index].size:  # HDF5 cannot read an empty selection of a VDS
+            np.testing.assert_array_equal(ours[index], vds(f, last)[index])
         assert fast_reader(f["_version_data/x/raw_data"]) is not None

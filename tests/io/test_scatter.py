@@ -190,5 +190,8 @@ def test_every_stretch_through_scatter_reads_what_hdf5_reads(
                 slice(*sorted(data.draw(st.lists(st.integers(0, n), min_size=2, max_size=2))))
                 for n in case["shape"]
             )
-            np.testing.assert_array_equal(ours[index], hdf5[index])
+            expected = hdf5[()][index]
+            np.testing.assert_array_equal(ours[index], expected)
+            if expected.size:  # HDF5 cannot read an empty selection of a VDS
+                np.testing.assert_array_equal(ours[index], hdf5[index])
     assert calls  # the scatter path did the reading

@@ -76,7 +76,7 @@ def verify_hashes(vf: h5vc.VersionedHDF5File, dataset_path: str) -> None:
         if dataset_path not in group:
             continue
         dataset = group[dataset_path]
-        chunk_map = state.chunk_map(name, dataset_path, dataset)
+        chunk_map = state.chunk_maps.get(name, dataset_path, dataset)
         data = vf[name][dataset_path][()]
         for coords in np.argwhere(chunk_map.slots >= 0).tolist():
             region = tuple(

@@ -103,7 +103,7 @@ class _SlotSizes:
     def __call__(self, path: str) -> float:
         size = self._sizes.get(path)
         if size is None:
-            store = self._state.store(path)
+            store = self._state.stores.get(path)
             size = 0.0
             if store is not None and store.n_slots:
                 size = store.raw_data.id.get_storage_size() / store.n_slots
@@ -112,7 +112,7 @@ class _SlotSizes:
 
 
 def _used(state: FileState, version: str, path: str, dataset: h5py.Dataset) -> np.ndarray:
-    slots = state.chunk_map(version, path, dataset).slots
+    slots = state.chunk_maps.get(version, path, dataset).slots
     return np.unique(slots[slots >= 0])
 
 
@@ -514,7 +514,7 @@ class _Stores:
         if not (name.startswith(self._prefix) and name.endswith(self._suffix)):
             return None
         key = name[len(self._prefix) : -len(self._suffix)].decode()
-        store = self._state.store(key)
+        store = self._state.stores.get(key)
         if store is None or (store.raw_data.name or "").encode() != name:
             return None
         return _Store(key, int(store.raw_data.shape[0]), tuple(store.chunks))
@@ -608,11 +608,11 @@ def _through_hdf5(
     logical = int(np.prod(dataset_id.shape, dtype=np.int64)) * dataset_id.dtype.itemsize
     version = obj.versions[0]
     dataset = h5py.Dataset(dataset_id)
-    chunk_map = state.chunk_map(version, obj.path, dataset)
+    chunk_map = state.chunk_maps.get(version, obj.path, dataset)
     runs = _Runs.of_slots(chunk_map.slots)
     if not len(runs.start):
         return logical, None, runs
-    return logical, state.store_key(version, obj.path, dataset), runs
+    return logical, state.stores.key(version, obj.path, dataset), runs
 
 
 def _count_store(

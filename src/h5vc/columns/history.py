@@ -219,8 +219,8 @@ def _table_commit(
     for name in (KEYS, RECORDS):
         dataset = group[name]
         dataset_path = f"{path}/{name}"
-        store = state.require_store(dataset_path, version, dataset)
-        chunk_map = state.chunk_map(version, dataset_path, dataset)
+        store = state.stores.require(dataset_path, version, dataset)
+        chunk_map = state.chunk_maps.get(version, dataset_path, dataset)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
         arrays[name] = array

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from h5vc.errors import DatasetNotFoundError
-from h5vc.store.tree import object_address as address
+from h5vc.store import object_address as address
 
 __all__ = ["DatasetNotFoundError", "address"]

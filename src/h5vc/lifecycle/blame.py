@@ -25,9 +25,7 @@ import numpy as np
 
 from h5vc.errors import DatasetNotFoundError
 from h5vc.hdf5.mappings import stored_mappings, stored_shape
-from h5vc.store.chunkmap import ChunkMap, grid_shape
-from h5vc.store.tree import find, object_address
-from h5vc.store.vds import read_chunk_map
+from h5vc.store import ChunkMap, find, grid_shape, object_address, read_chunk_map
 from h5vc.versions import FileState
 
 __all__ = ["Blame", "BlameRegion", "blame"]
@@ -180,7 +178,7 @@ class _Walk:
         state = self.state
         mappings = stored_mappings(group, self.name)
         shape = None if mappings is None else stored_shape(group, self.name)
-        store = None if shape is None else state.store(state.store_key(version, self.path))
+        store = None if shape is None else state.stores.get(state.stores.key(version, self.path))
         if mappings is not None and shape is not None and store is not None:
             stored = _Stored(f"{group.name}/{self.name}", shape)
             chunk_map = read_chunk_map(stored, store.chunks, mappings)  # type: ignore[arg-type]
@@ -189,14 +187,14 @@ class _Walk:
             if not isinstance(dataset, h5py.Dataset):
                 self.found[version] = None
                 return None
-            chunk_map = state.chunk_map(version, self.path, dataset)
+            chunk_map = state.chunk_maps.get(version, self.path, dataset)
         self.maps[address] = chunk_map
         return chunk_map
 
     def digest_table(self, key: str) -> np.ndarray:
         table = self.digests.get(key)
         if table is None:
-            store = self.state.store(key)
+            store = self.state.stores.get(key)
             table = self.digests[key] = (
                 np.zeros(0, dtype="V32") if store is None else store.slot_digests()
             )
@@ -231,7 +229,7 @@ def blame(state: FileState, version: str, path: str, index: Any = ...) -> Blame:
         found = walk.locate(name)
         assert found is not None  # a chunk is passed only to a version holding it
         address = found[1]
-        key = state.store_key(name, path)
+        key = state.stores.key(name, path)
         for parent in state.log.parents(name):
             if not len(here):
                 break
@@ -243,7 +241,7 @@ def blame(state: FileState, version: str, path: str, index: Any = ...) -> Blame:
                 here = here[:0]
                 break
             parent_map = walk.chunk_map(parent)
-            if parent_map is None or state.store_key(parent, path) != key:
+            if parent_map is None or state.stores.key(parent, path) != key:
                 continue  # not a dataset, or created again with another dtype or chunks
             chunk_map = walk.chunk_map(name)
             assert chunk_map is not None

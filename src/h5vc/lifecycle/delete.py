@@ -53,8 +53,16 @@ from h5vc.errors import (
     UnknownVersionToDeleteError,
 )
 from h5vc.lifecycle.merge import merge_base
-from h5vc.store import layout, timeindex, tree
-from h5vc.store.compact import COPY_BUDGET_BYTES, compact_store, erase_slots, move_slots
+from h5vc.store import (
+    COPY_BUDGET_BYTES,
+    compact_store,
+    delete_version_group,
+    erase_slots,
+    layout,
+    move_slots,
+    timeindex,
+    tree,
+)
 from h5vc.versions import FileState, log_entry, resolve_state
 
 __all__ = ["COPY_BUDGET_BYTES", "delete_version", "delete_versions", "move_slots"]
@@ -104,7 +112,7 @@ def delete_versions(
     with state.operation(moves_chunks=True):  # all or nothing; caches are stale after
         parents = _repoint(state, doomed, survivors)
         for name in doomed:
-            del state.versions[name]
+            delete_version_group(state.versions, name)
         timeindex.remove_entries(state.version_data, doomed, _log_entries(state, parents))
         state.root.file.flush()
         _release_chunks(state, survivors, erase=erase)
@@ -220,7 +228,7 @@ def _release_chunks(state: FileState, survivors: list[str], *, erase: bool = Fal
     # Deepest paths first, so that a store group emptied here can be removed.
     for path in sorted(tree.store_paths(state.version_data), key=lambda p: -p.count("/")):
         objects = datasets.get(path)
-        store = state.store(path)
+        store = state.stores.get(path)
         if objects and store is not None:
             compact_store(store, list(objects.values()), merge=state.h5vc_layout, erase=erase)
         else:

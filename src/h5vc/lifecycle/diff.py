@@ -21,12 +21,17 @@ import numpy as np
 
 from h5vc.columns.history import ColumnDiff, diff_columns
 from h5vc.errors import DatasetNotFoundError, VersionNotFoundError
-from h5vc.store import layout
-from h5vc.store.attributes import read_attributes
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import read_fill, staged_array
-from h5vc.store.tree import dataset_chunks, find, join_path
-from h5vc.store.tree import object_address as address
+from h5vc.store import (
+    ChunkMap,
+    dataset_chunks,
+    find,
+    join_path,
+    layout,
+    read_attributes,
+    read_fill,
+    staged_array,
+)
+from h5vc.store import object_address as address
 from h5vc.versions import FileState, resolve_state
 
 __all__ = ["ColumnDiff", "DatasetChange", "VersionDiff", "diff", "get_diff"]
@@ -233,7 +238,7 @@ def _slot_digests(collector: _Collector, path: str) -> np.ndarray:
     """SHA-256 digest of each slot of ``path``'s store, as ``V32`` scalars."""
     cached = collector.digests.get(path)
     if cached is None:
-        store = collector.state.require_store(path, collector.version2)
+        store = collector.state.stores.require(path, collector.version2)
         cached = collector.digests[path] = store.slot_digests()
     return cached
 
@@ -242,10 +247,10 @@ def _compare_dataset(
     collector: _Collector, path: str, d1: h5py.Dataset, d2: h5py.Dataset
 ) -> DatasetChange | None:
     state = collector.state
-    map1 = state.chunk_map(collector.version1, path, d1)
-    map2 = state.chunk_map(collector.version2, path, d2)
-    key1 = state.store_key(collector.version1, path, d1)
-    if key1 != state.store_key(collector.version2, path, d2):
+    map1 = state.chunk_maps.get(collector.version1, path, d1)
+    map2 = state.chunk_maps.get(collector.version2, path, d2)
+    key1 = state.stores.key(collector.version1, path, d1)
+    if key1 != state.stores.key(collector.version2, path, d2):
         # Created again with another dtype or chunks: every element may differ.
         whole = ndindex.Tuple(*(slice(0, max(a, b)) for a, b in zip(map1.shape, map2.shape)))
         regions = (whole,) if len(map1.shape) == len(map2.shape) else ()
@@ -306,7 +311,7 @@ def get_diff(
         )
     present = next(d for d in datasets if d is not None)
     maps = [
-        state.chunk_map(v, path, d)
+        state.chunk_maps.get(v, path, d)
         if d is not None
         else ChunkMap.empty((0,) * present.ndim, dataset_chunks(present))
         for v, d in zip(versions, datasets)
@@ -333,7 +338,7 @@ def get_diff(
 
 def _reader(state: FileState, version: str, path: str, chunk_map: ChunkMap) -> Any:
     """A read-only array over dataset ``path`` of ``version``, read through its chunk map."""
-    store = state.require_store(path, version)
+    store = state.stores.require(path, version)
     dtype = store.raw_data.dtype
     return staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
 

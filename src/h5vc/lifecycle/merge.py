@@ -27,10 +27,7 @@ from h5vc.errors import (
     UnrelatedHistoriesError,
 )
 from h5vc.lifecycle.merge_chunks import merge_elements, plan_chunks, result_shape
-from h5vc.store import layout
-from h5vc.store.attributes import read_attributes
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import read_fill, staged_array
+from h5vc.store import ChunkMap, layout, read_attributes, read_fill, staged_array
 from h5vc.versions import (
     DatasetCommit,
     FileState,
@@ -272,18 +269,22 @@ class Merger:
             name = path.rpartition("/")[2]
             return Link(parents[0] if side == "ours" else parents[1], name)
         state = self.state
-        o_key = state.store_key(o_name, path, ours)
-        if state.store_key(t_name, path, theirs) != o_key:
+        o_key = state.stores.key(o_name, path, ours)
+        if state.stores.key(t_name, path, theirs) != o_key:
             # Created again on one side with another dtype or chunks: nothing in common.
             side = self._conflict(Conflict(path, "type"))
             name = path.rpartition("/")[2]
             return Link(parents[0] if side == "ours" else parents[1], name)
-        if base is not None and b_name is not None and state.store_key(b_name, path, base) != o_key:
+        if (
+            base is not None
+            and b_name is not None
+            and state.stores.key(b_name, path, base) != o_key
+        ):
             base = None  # the base held an earlier dataset of that name
-        store = state.require_store(path, o_name, ours)
-        o_map = state.chunk_map(o_name, path, ours)
-        t_map = state.chunk_map(t_name, path, theirs)
-        b_map = None if base is None or b_name is None else state.chunk_map(b_name, path, base)
+        store = state.stores.require(path, o_name, ours)
+        o_map = state.chunk_maps.get(o_name, path, ours)
+        t_map = state.chunk_maps.get(t_name, path, theirs)
+        b_map = None if base is None or b_name is None else state.chunk_maps.get(b_name, path, base)
         plan = plan_chunks(
             shape, o_map.chunks, None if b_map is None else b_map.slots, o_map.slots, t_map.slots
         )
@@ -380,8 +381,8 @@ def _read_region(
     shape = tuple(s.stop - s.start for s in region)
     if dataset is None or version is None:
         return np.full(shape, fill, dtype=object if isinstance(fill, bytes) else None)
-    store = state.require_store(path, version)
-    chunk_map = state.chunk_map(version, path, dataset)
+    store = state.stores.require(path, version)
+    chunk_map = state.chunk_maps.get(version, path, dataset)
     raw = store.raw_data
     out = np.full(shape, fill, dtype=raw.dtype if raw.dtype.kind != "O" else object)
     coords = tuple(s.start // c for s, c in zip(region, chunk_map.chunks))
@@ -529,4 +530,4 @@ def chunk_slots(f: Any, version: str, path: str) -> np.ndarray:
     (-1 for a chunk that is all fill value), flattened in C order."""
     state = resolve_state(f)
     dataset = state.versions[version][path]
-    return state.chunk_map(version, path, dataset).slots.ravel()
+    return state.chunk_maps.get(version, path, dataset).slots.ravel()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from h5vc.store.chunkmap import grid_shape
+from h5vc.store import grid_shape
 
 __all__ = ["ABSENT", "ChunkPlan", "merge_elements", "plan_chunks", "result_shape"]
 

@@ -35,12 +35,20 @@ from h5vc.errors import (
     MissingOptionError,
 )
 from h5vc.hdf5 import filters as filter_keywords
-from h5vc.store import layout
-from h5vc.store.chunkmap import ChunkMap, grid_shape
-from h5vc.store.compact import COPY_BUDGET_BYTES, slot_windows
-from h5vc.store.rawdata import RawDataStore
-from h5vc.store.reading import staged_array
-from h5vc.store.tree import DatasetObject, collect_datasets, rebuild_virtual_dataset
+from h5vc.store import (
+    COPY_BUDGET_BYTES,
+    ChunkMap,
+    DatasetObject,
+    RawDataStore,
+    collect_datasets,
+    grid_shape,
+    layout,
+    rebuild_virtual_dataset,
+    remove_group,
+    scratch_group,
+    slot_windows,
+    staged_array,
+)
 from h5vc.versions import FileState, resolve_state
 
 __all__ = ["modify_metadata"]
@@ -91,7 +99,7 @@ def modify_metadata(
     groups = [
         (key, store, list(objects.values()))
         for key, objects in found.items()
-        if objects and (store := state.store(key)) is not None
+        if objects and (store := state.stores.get(key)) is not None
     ]
     if not groups:
         raise DatasetNotFoundError(
@@ -128,16 +136,16 @@ def _modify_store(
     new: _Settings,
 ) -> None:
     """Rewrite one chunk store of ``path`` (key ``key``) and its objects with ``new``."""
-    scratch = state.version_data.require_group(SCRATCH)
+    scratch = scratch_group(state.version_data, SCRATCH)
     try:
         new_store = _create_store(scratch, key, new)
         maps = _rewrite(state, store, new_store, objects, old, new)
     except BaseException:
-        if state.root.id.valid and SCRATCH in state.version_data:
-            del state.version_data[SCRATCH]
+        if state.root.id.valid:
+            remove_group(state.version_data, SCRATCH)
         raise
     _swap(state, path, new_store, objects, maps, new)
-    del state.version_data[SCRATCH]
+    remove_group(state.version_data, SCRATCH)
 
 
 class _Settings:
@@ -439,7 +447,7 @@ def _swap(
     new: _Settings,
 ) -> None:
     """Move the new raw_data and hash_table in place; rebuild every virtual dataset."""
-    store = state.require_store(path, objects[0].versions[0])
+    store = state.stores.require(path, objects[0].versions[0])
     store.replace_with(new_store)
     raw_data = store.raw_data
     chunks_attr = {layout.ATTR_CHUNKS: np.asarray(new.chunks, dtype=np.int64)}

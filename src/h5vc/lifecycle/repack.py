@@ -22,16 +22,11 @@ import contextlib
 import os
 
 import h5py
-import numpy as np
 
 from h5vc.durable.files import ReadLock, close_file, open_file, recover_abandoned
 from h5vc.durable.journal import journal_path
 from h5vc.errors import NotVersionedError
-from h5vc.store import layout
-from h5vc.store.compact import slot_windows
-from h5vc.store.rawdata import slots_in_use
-from h5vc.store.space import FILE_SPACE_OPTIONS
-from h5vc.store.tree import copy_attrs, store_paths
+from h5vc.store import FILE_SPACE_OPTIONS, copy_compacted, layout, store_paths
 
 __all__ = ["PARTIAL_SUFFIX", "repack"]
 
@@ -69,12 +64,7 @@ def repack(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         copy = open_file(partial, "w", durable=True, **FILE_SPACE_OPTIONS)
         try:
             try:
-                copy_attrs(source.attrs, copy.attrs)
-                for name in source:
-                    if name == layout.VERSION_DATA:
-                        _copy_version_data(source[name], copy, name)
-                    else:
-                        source.copy(source[name], copy, name=name)
+                copy_compacted(source, copy)
             finally:
                 close_file(copy)  # the last commit point: raises if a write failed
             os.link(partial, target)  # never replaces a file that appeared meanwhile
@@ -88,59 +78,3 @@ def _remove(path: str) -> None:
     for name in (path, journal_path(path)):
         with contextlib.suppress(FileNotFoundError):
             os.remove(name)
-
-
-def _copy_version_data(group: h5py.Group, target: h5py.Group, name: str) -> None:
-    """Copy ``group`` as ``target/name``: the versions group (and any object that is not
-    a chunk store's raw_data) with HDF5's object copy, raw_data without its free slots."""
-    copied = target.create_group(name)
-    copy_attrs(group.attrs, copied.attrs)
-    for member in group:
-        link = group.get(member, getlink=True)
-        if not isinstance(link, h5py.HardLink):
-            copied[member] = link  # a soft or external link, as it is
-            continue
-        obj = group[member]
-        if isinstance(obj, h5py.Group) and not (
-            group.name == f"/{layout.VERSION_DATA}" and member == layout.VERSIONS
-        ):
-            _copy_version_data(obj, copied, member)
-        elif member == layout.RAW_DATA and isinstance(group.get(layout.HASH_TABLE), h5py.Dataset):
-            _copy_raw_data(obj, group[layout.HASH_TABLE], copied)
-        else:
-            group.copy(obj, copied, name=member)
-
-
-def _copy_raw_data(raw_data: h5py.Dataset, hash_table: h5py.Dataset, target: h5py.Group) -> None:
-    """Copy ``raw_data`` into ``target`` with only the slots its hash table has rows for
-    (the slots past them are free: their chunks belong to no version)."""
-    c0 = int(raw_data.chunks[0]) if raw_data.chunks else 0
-    in_use = slots_in_use(hash_table, c0) if c0 else 0
-    if not c0 or in_use * c0 >= raw_data.shape[0]:
-        raw_data.parent.copy(raw_data, target, name=layout.RAW_DATA)
-        return
-    space = h5py.h5s.create_simple(
-        (in_use * c0, *raw_data.shape[1:]),
-        tuple(h5py.h5s.UNLIMITED if m is None else m for m in raw_data.maxshape),
-    )
-    dataset_id = h5py.h5d.create(
-        target.id,
-        layout.RAW_DATA.encode(),
-        raw_data.id.get_type(),
-        space,
-        dcpl=raw_data.id.get_create_plist(),
-    )
-    copied = h5py.Dataset(dataset_id)
-    copy_attrs(raw_data.attrs, copied.attrs)
-    if raw_data.dtype.kind == "O":
-        # Variable-length data points into the file's heap: copied as values.
-        for window in slot_windows(raw_data, np.arange(in_use), c0):
-            rows = slice(int(window[0]) * c0, (int(window[-1]) + 1) * c0)
-            copied[rows] = raw_data[rows]
-        return
-    found: list[tuple[int, ...]] = []
-    raw_data.id.chunk_iter(lambda info: found.append(info.chunk_offset))
-    for offset in found:
-        if offset[0] < in_use * c0:
-            mask, chunk = raw_data.id.read_direct_chunk(offset)
-            dataset_id.write_direct_chunk(offset, chunk, mask)

@@ -19,8 +19,7 @@ from itertools import pairwise
 
 from h5vc.errors import NotLinearHistoryError, RefInUseError
 from h5vc.lifecycle.delete import delete_versions
-from h5vc.store import layout, tree
-from h5vc.store.attributes import read_attributes
+from h5vc.store import layout, read_attributes, tree
 from h5vc.versions import FileState, GroupCommit, Link, VersionInfo, commit_version
 from h5vc.versions.refs import BRANCH
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from h5vc.store import tree
-from h5vc.store.space import FileSpace, file_space
+from h5vc.store import FileSpace, file_space, tree
 from h5vc.versions.state import resolve_state
 
 __all__ = ["stats"]

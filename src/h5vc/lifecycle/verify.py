@@ -23,12 +23,17 @@ import numpy as np
 from h5vc.columns.history import check_samples
 from h5vc.errors import H5vcError, StageInProgressError
 from h5vc.hashing import chunk_hash, prefetch
-from h5vc.store import layout, legacy, timeindex, tree
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.compact import slot_windows
-from h5vc.store.legacy import RebuiltTables
-from h5vc.store.rawdata import RawDataStore
-from h5vc.store.vds import source_name
+from h5vc.store import (
+    ChunkMap,
+    RawDataStore,
+    RebuiltTables,
+    layout,
+    legacy,
+    slot_windows,
+    source_name,
+    timeindex,
+    tree,
+)
 from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.state import FileState, resolve_state
 
@@ -288,7 +293,7 @@ def _open_stores(
     stores: dict[str, RawDataStore] = {}
     for path in paths:
         try:
-            store = state.store(path)
+            store = state.stores.get(path)
             if store is not None:
                 _ = store.n_slots, store.rows()
                 stores[path] = store

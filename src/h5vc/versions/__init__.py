@@ -1,8 +1,9 @@
 """The version DAG: timestamps, the log of committed versions, the shared state of
 an open versioned root, and the commit writer (one module each)."""
 
-from h5vc.store.tree import dataset_chunks, object_address
+from h5vc.store import dataset_chunks, object_address
 from h5vc.versions.cache import LRUCache
+from h5vc.versions.chunkmaps import CACHED_CHUNK_MAPS
 from h5vc.versions.commit import (
     DatasetCommit,
     GroupCommit,
@@ -14,7 +15,7 @@ from h5vc.versions.commit import (
     staged_chunk_map,
 )
 from h5vc.versions.log import VersionInfo, VersionLog, log_entry
-from h5vc.versions.state import CACHED_CHUNK_MAPS, FileState, resolve_state
+from h5vc.versions.state import FileState, resolve_state
 from h5vc.versions.timestamps import format_timestamp, parse_timestamp
 
 __all__ = [

@@ -22,11 +22,18 @@ from h5vc.errors import (
     VersionExistsError,
 )
 from h5vc.staging import StagedChangesArray
-from h5vc.store import layout, timeindex, tree
-from h5vc.store.attributes import read_attributes
-from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.rawdata import RawDataStore
-from h5vc.store.vds import create_virtual_dataset
+from h5vc.store import (
+    ChunkMap,
+    RawDataStore,
+    create_subgroup,
+    create_version_group,
+    create_virtual_dataset,
+    delete_version_group,
+    layout,
+    read_attributes,
+    timeindex,
+    tree,
+)
 from h5vc.versions.log import VersionInfo, log_entry
 from h5vc.versions.state import FileState
 from h5vc.versions.timestamps import format_timestamp, now
@@ -91,7 +98,7 @@ def check_new_version_name(state: FileState, name: Any) -> str:
         raise VersionExistsError(f"There is already a version with the name {name!r}.")
     if name in state.versions:
         # Left behind by a commit that was interrupted before its marker was written.
-        del state.versions[name]
+        delete_version_group(state.versions, name)
     return name
 
 
@@ -148,7 +155,7 @@ def commit_version(
     ends in a commit point (or takes everything back if this raises).
     ``merge_parents`` are the parents of a merge after ``prev_version``."""
     ts = commit_timestamp(state, name, prev_version, timestamp)
-    group = state.versions.create_group(name)
+    group = create_version_group(state.versions, name)
     try:
         _write_group(state, name, group, root)
         metadata = {
@@ -162,9 +169,9 @@ def commit_version(
         }
         tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
     except BaseException:
-        del state.versions[name]  # the operation takes back the chunks written
+        delete_version_group(state.versions, name)  # the operation takes back the chunks written
         raise
-    state.end_writes(used=_dataset_paths(root))
+    state.stores.end_writes(used=_dataset_paths(root))
     info = VersionInfo(name, prev_version, ts, message, author, tuple(merge_parents))
     if state.h5vc_layout:
         timeindex.append_entry(state.version_data, ts, name, log_entry(info))
@@ -196,7 +203,7 @@ def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupC
             else:
                 _copy_object(state, version, group, child_name, child.parent[child.name])
         elif isinstance(child, GroupCommit):
-            _write_group(state, version, group.create_group(child_name), child)
+            _write_group(state, version, create_subgroup(group, child_name), child)
         else:
             _write_dataset(state, version, group, child_name, child)
 
@@ -211,13 +218,13 @@ def _copy_object(
             _copy_object(state, version, sub, child_name, child)
         return
     source_version, path = _version_and_path(state, obj)
-    store = state.require_store(path, source_version)
-    chunk_map = state.chunk_map(source_version, path, obj)
+    store = state.stores.require(path, source_version)
+    chunk_map = state.chunk_maps.get(source_version, path, obj)
     dset = create_virtual_dataset(
         group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
     )
     tree.write_attrs(dset, read_attributes(obj.attrs, frozenset()))
-    state.remember_chunk_map(version, path, dset, chunk_map)
+    state.chunk_maps.remember(version, path, dset, chunk_map)
 
 
 def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
@@ -236,7 +243,7 @@ def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
 def _write_dataset(
     state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
 ) -> None:
-    store = state.writable_store(
+    store = state.stores.writable(
         spec.path,
         dtype=spec.dtype,
         chunks=spec.chunks,
@@ -258,7 +265,7 @@ def _write_dataset(
         layout.ATTR_RAW_DATA: store.raw_data.name,
     }
     tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
-    state.remember_chunk_map(version, spec.path, dset, chunk_map)
+    state.chunk_maps.remember(version, spec.path, dset, chunk_map)
 
 
 def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:

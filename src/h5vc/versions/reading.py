@@ -161,7 +161,7 @@ class ReadGuard:
             close()
             state = None if self._state is None else self._state()
             if state is not None:
-                state.generation += 1
+                state.invalidate()
 
     def _open_again(self) -> None:
         """Read the file anew (under the lock): a new private handle, the state

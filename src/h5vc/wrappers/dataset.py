@@ -275,8 +275,8 @@ class CommittedDataset(_DatasetBase):
                 self._current()
                 loaded = self._loaded
                 if loaded is None:
-                    store = state.require_store(self._path, self._version, self._dataset)
-                    chunk_map = state.chunk_map(
+                    store = state.stores.require(self._path, self._version, self._dataset)
+                    chunk_map = state.chunk_maps.get(
                         self._version, self._path, self._dataset, self._mappings
                     )
                     loaded = (chunk_map, store.raw_data, store.fillvalue)
@@ -423,7 +423,7 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
     root = reopen_version(state, version, f"The dataset {'/' + path.strip('/')!r}")
     parent_path, _, name = path.strip("/").rpartition("/")
     parent = root[parent_path] if parent_path else root
-    mappings = state.mappings_before_open(version, path, parent, name)
+    mappings = state.chunk_maps.mappings_before_open(version, path, parent, name)
     return open_committed_dataset(state, version, path, parent[name], mappings)
 
 
@@ -531,7 +531,7 @@ class StagedDataset(_DatasetBase):
         values = np.asarray(values, dtype=self._dtype)
         if values.shape != tuple(b.stop - b.start for b in region):
             return False
-        store = self._state.writable_store(
+        store = self._state.stores.writable(
             self._name.strip("/"),
             dtype=self._dtype,
             chunks=chunks,

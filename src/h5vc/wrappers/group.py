@@ -306,7 +306,9 @@ class CommittedGroup(_GroupBase):
         path = _join(self._path, name)
         try:
             with damaged(self._state.filename, where):
-                mappings = self._state.mappings_before_open(self._version, path, self._group, name)
+                mappings = self._state.chunk_maps.mappings_before_open(
+                    self._version, path, self._group, name
+                )
                 obj = self._group[name]
         except KeyError as error:
             if name in self._group:  # the link is there, the object cannot be opened
@@ -395,8 +397,8 @@ class StagedGroup(_GroupBase):
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
             return StagedGroup(self._state, version, obj, path)
-        store = self._state.require_store(path, version, obj)
-        chunk_map = self._state.chunk_map(version, path, obj)
+        store = self._state.stores.require(path, version, obj)
+        chunk_map = self._state.chunk_maps.get(version, path, obj)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
         return StagedDataset(
@@ -702,7 +704,7 @@ def _new_dataset(
         raise ValueError(f"Shape tuple is incompatible with data: {shape} vs {data.shape}")
     chunks = _parse_chunks(chunks, shape, dtype, maxshape)
     check_storable(path, dtype, chunks, filters)
-    existing = state.compatible_store(path, dtype, chunks)
+    existing = state.stores.compatible(path, dtype, chunks)
     fill = default_fill(dtype) if fillvalue is None else _cast_fill(path, fillvalue, dtype)
     stored_fill = fillvalue if dtype.kind == "O" else fill
     raw_data = existing.raw_data if existing is not None else None
