@@ -16,6 +16,10 @@ them. Bytes below the base are *old*: a write to them is held in memory (an over
 2. writes the held pages into the file and fsyncs it;
 3. marks the journal clean (one in-place header write, fsync'd).
 
+The fsyncs are made with ``durable=True`` (``durable_writes=True``) only; without them
+the order of the writes still holds, so a killed process loses nothing committed, while
+a power cut may lose the last commit points.
+
 A process killed anywhere before step 3 leaves a journal whose records restore every
 old page it overwrote; :func:`recover` (run when the file is next opened) puts them
 back and truncates the file to the base: the file is exactly as at the last commit
