@@ -16,9 +16,9 @@ them. Bytes below the base are *old*: a write to them is held in memory (an over
 2. writes the held pages into the file and fsyncs it;
 3. marks the journal clean (one in-place header write, fsync'd).
 
-The fsyncs are made with ``durable=True`` (``durable_writes=True``) only; without them
-the order of the writes still holds, so a killed process loses nothing committed, while
-a power cut may lose the last commit points.
+The fsyncs are made with ``durable=True`` (``durable_writes=True``) only. Without them
+a killed process still loses nothing committed (the kernel's page cache keeps every
+write, in order); what a power loss or kernel crash leaves is then not guaranteed.
 
 A process killed anywhere before step 3 leaves a journal whose records restore every
 old page it overwrote; :func:`recover` (run when the file is next opened) puts them
