@@ -22,7 +22,7 @@ from h5vc.errors import (
     SampleShapeError,
 )
 from h5vc.samples.options import Compression, default_compression, parse_compression
-from h5vc.samples.schema import BACKENDS
+from h5vc.samples.schema import BACKENDS, parse_dtype, parse_shape
 
 __all__ = ["ATTR_COLUMN", "KEY_TYPES", "ColumnSchema", "check_key", "check_sample"]
 
@@ -34,29 +34,9 @@ _FORMAT = "h5vc-column"
 _FORMAT_VERSION = 1
 
 
-def _parse_shape(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
-        shape = (shape,)
-    if not isinstance(shape, tuple | list) or not all(
-        isinstance(dim, int | np.integer) and not isinstance(dim, bool) and dim >= 0
-        for dim in shape
-    ):
-        raise InvalidOptionError(
-            f"Expected the sample shape as a tuple of ints >= 0. Got {shape!r} instead."
-        )
-    return tuple(int(dim) for dim in shape)
-
-
 def _parse_dtype(dtype: Any) -> np.dtype:
-    try:
-        parsed = np.dtype(dtype)
-    except TypeError as err:
-        raise InvalidOptionError(f"Expected a numpy dtype. Got {dtype!r} instead.") from err
-    if parsed.kind not in "biufc" or parsed.shape or parsed.fields:
-        raise InvalidOptionError(
-            "Expected a numeric or boolean sample dtype (kinds 'b', 'i', 'u', 'f', 'c'). "
-            f"Got {parsed!r} instead."
-        )
+    """A sample dtype in native byte order (the tables and checksums assume it)."""
+    parsed = parse_dtype(dtype)
     return parsed.newbyteorder("=") if parsed.byteorder == ">" else parsed
 
 
@@ -96,7 +76,7 @@ class ColumnSchema:
                 "Expected backend '00' for a column with variable_shape=True (backend "
                 f"'01' stores one fixed shape). Got backend {backend!r} instead."
             )
-        parsed_shape = _parse_shape(shape)
+        parsed_shape = parse_shape(shape)
         parsed_dtype = _parse_dtype(dtype)
         return cls(
             backend=backend,

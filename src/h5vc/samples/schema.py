@@ -28,6 +28,8 @@ __all__ = [
     "Schema",
     "check_sample",
     "parse_backend",
+    "parse_dtype",
+    "parse_shape",
 ]
 
 #: Format codes of the available backends.
@@ -51,7 +53,8 @@ def parse_backend(backend: Any) -> str:
     return backend
 
 
-def _parse_shape(shape: Any) -> tuple[int, ...]:
+def parse_shape(shape: Any) -> tuple[int, ...]:
+    """A sample shape: an int or a sequence of ints >= 0, as a tuple."""
     if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
         shape = (shape,)
     if not isinstance(shape, Sequence) or not all(
@@ -64,7 +67,8 @@ def _parse_shape(shape: Any) -> tuple[int, ...]:
     return tuple(int(dim) for dim in shape)
 
 
-def _parse_dtype(dtype: Any) -> np.dtype:
+def parse_dtype(dtype: Any) -> np.dtype:
+    """A sample dtype: numeric or boolean, with no fields or subarray."""
     try:
         parsed = np.dtype(dtype)
     except TypeError as err:
@@ -111,8 +115,8 @@ class Schema:
     ) -> Schema:
         """Validate user input; raise InvalidOptionError on the first invalid value."""
         backend = parse_backend(backend)
-        shape = _parse_shape(shape)
-        dtype = _parse_dtype(dtype)
+        shape = parse_shape(shape)
+        dtype = parse_dtype(dtype)
         return cls(
             backend=backend,
             shape=shape,
