@@ -88,7 +88,8 @@ def test_import_h5vc_loads_only_the_errors_and_the_tunables() -> None:
 def test_a_first_read_loads_no_lifecycle_tool(tmp_path: Path) -> None:
     """Opening a file and reading a version imports only what reads need: of the
     lifecycle package only the name resolver (branching); the tools (delete, merge,
-    diff, verify, ...) load when first used."""
+    diff, verify, ...) load when first used, and neither the sample columns nor the
+    sample stores load for a file without columns."""
     path = tmp_path / "data.h5"
     with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as group:
         group.create_dataset("x", data=[1, 2, 3])
@@ -96,12 +97,15 @@ def test_a_first_read_loads_no_lifecycle_tool(tmp_path: Path) -> None:
         "import sys, h5vc\n"
         f"with h5vc.open({str(path)!r}, 'r') as vf:\n"
         "    assert list(vf['v1']['x'][:]) == [1, 2, 3]\n"
-        "print(sorted(m for m in sys.modules if m.startswith('h5vc.lifecycle.')))"
+        "print(sorted(m for m in sys.modules if m.startswith('h5vc.lifecycle.')))\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('h5vc.columns', 'h5vc.samples'))))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
-    assert result.stdout.strip() == "['h5vc.lifecycle.branching']"
+    lifecycle, columns = result.stdout.strip().splitlines()
+    assert lifecycle == "['h5vc.lifecycle.branching']"
+    assert columns == "[]"  # sample columns load when a file has one or makes one
 
 
 @pytest.mark.parametrize("name", h5vc.lifecycle.__all__)

@@ -23,11 +23,12 @@ from h5vc.errors import (
 )
 from h5vc.samples.options import Compression, default_compression, parse_compression
 from h5vc.samples.schema import BACKENDS, parse_dtype, parse_shape
+from h5vc.store import layout
 
 __all__ = ["ATTR_COLUMN", "KEY_TYPES", "ColumnSchema", "check_key", "check_sample"]
 
 #: Attribute of a column's group: its schema as JSON.
-ATTR_COLUMN = "h5vc_column"
+ATTR_COLUMN = layout.ATTR_COLUMN
 #: Key types of a column, fixed by its first key.
 KEY_TYPES = ("str", "int")
 _FORMAT = "h5vc-column"

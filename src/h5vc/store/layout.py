@@ -59,6 +59,8 @@ ATTR_MESSAGE = "h5vc_message"
 ATTR_AUTHOR = "h5vc_author"
 #: Parents of a merge after the first (``prev_version``), as an array of names.
 ATTR_MERGE_PARENTS = "h5vc_merge_parents"
+#: Attribute of a sample column's group (its schema as JSON; see h5vc.columns).
+ATTR_COLUMN = "h5vc_column"
 VERSION_ATTRS = frozenset(
     {
         ATTR_PREV_VERSION,

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import h5py
 import numpy as np
 
 import h5vc.config as config
 from h5vc.chunking import guess_chunks, parse_chunks
-from h5vc.columns import ColumnSchema, CommittedColumn, StagedColumn, column_schema
 from h5vc.errors import (
     CorruptDataError,
     InvalidFillValueError,
@@ -40,6 +40,9 @@ from h5vc.wrappers.dataset import (
     reopen_version,
 )
 from h5vc.wrappers.views import NamesView
+
+if TYPE_CHECKING:
+    from h5vc.columns import CommittedColumn, StagedColumn
 
 __all__ = ["CommittedGroup", "CommittedViews", "StagedGroup"]
 
@@ -170,7 +173,7 @@ class _GroupBase(Mapping[str, Any]):
         self.visititems(
             lambda name, obj: (
                 found.__setitem__(name, obj)
-                if hasattr(obj, "dtype") and not isinstance(obj, StagedColumn | CommittedColumn)
+                if hasattr(obj, "dtype") and not _is_column(obj)
                 else None
             )
         )
@@ -320,9 +323,12 @@ class CommittedGroup(_GroupBase):
                 f"{self._version!r}: no such member"
             ) from None
         if isinstance(obj, h5py.Group):
-            schema = column_schema(obj.attrs, f"{where} of {self._state.filename!r}")
-            if schema is not None:
-                return CommittedColumn(self._state, self._version, path, obj, schema)
+            if layout.ATTR_COLUMN in obj.attrs:
+                from h5vc.columns import CommittedColumn, column_schema
+
+                schema = column_schema(obj.attrs, f"{where} of {self._state.filename!r}")
+                if schema is not None:
+                    return CommittedColumn(self._state, self._version, path, obj, schema)
             return CommittedGroup(self._state, self._version, obj, path, self._views)
         return open_committed_dataset(self._state, self._version, path, obj, mappings)
 
@@ -475,6 +481,8 @@ class StagedGroup(_GroupBase):
         """A new, empty sample column (see docs/samples.md): samples of ``shape``
         (their maximum with ``variable_shape``, backend ``"00"``) and ``dtype``, keyed
         by str or int."""
+        from h5vc.columns import ColumnSchema, StagedColumn
+
         self._check_writable()
         self._check_relative(name, "create column")
         schema = ColumnSchema.parse(
@@ -638,11 +646,22 @@ class StagedGroup(_GroupBase):
             node.close_staging(reason)
 
 
+def _is_column(obj: Any) -> bool:
+    """Whether ``obj`` is a sample column (staged or committed); none exists before
+    ``h5vc.columns`` is imported, which opening a file does not do."""
+    columns = sys.modules.get("h5vc.columns")
+    return columns is not None and isinstance(obj, columns.StagedColumn | columns.CommittedColumn)
+
+
 def _column_or(node: Node) -> Any:
     """``node``, or the column it holds (a group with a column schema)."""
     if not isinstance(node, StagedGroup):
         return node
     if node._column is None:
+        if layout.ATTR_COLUMN not in node.attrs:
+            return node
+        from h5vc.columns import StagedColumn, column_schema
+
         schema = column_schema(node.attrs, f"Group {node.name!r}")
         if schema is None:
             return node
