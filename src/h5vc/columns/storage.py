@@ -42,6 +42,8 @@ __all__ = [
 ]
 
 SAMPLES_GROUP = "_h5vc_samples"
+#: The position of the one sample of a single read.
+_FIRST = np.zeros(1, np.int64)
 DIGESTS = "digests"
 ATTR_COUNT = "count"
 ATTR_SCHEMA = "h5vc_samples"
@@ -258,10 +260,18 @@ class SampleSlots:
         out = np.empty((len(slots), *self.schema.shape), self.schema.dtype)
         if not len(slots):
             return out
-        if len(slots) == 1:
-            unique, inverse = slots, np.zeros(1, np.int64)
-        else:
-            unique, inverse = np.unique(slots, return_inverse=True)
+        if len(slots) == 1:  # one sample (``column[key]``): no grouping to do
+            number, row = divmod(int(slots[0]), COLLECTION_SIZE)
+            dataset = self.dataset(number)
+            rows = np.array([row], np.int64)
+            self._check_rows(dataset, rows)
+            try:
+                if not self._read_chunks(dataset, rows, out, _FIRST):
+                    out[0] = dataset[row]
+            except OSError as err:
+                raise self._unreadable(dataset, err) from err
+            return out
+        unique, inverse = np.unique(slots, return_inverse=True)
         numbers = unique // COLLECTION_SIZE
         gathered = np.empty((len(unique), *self.schema.shape), self.schema.dtype)
         for number in np.unique(numbers):
