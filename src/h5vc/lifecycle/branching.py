@@ -111,20 +111,29 @@ def _new_ref(state: FileState, kind: str, name: Any) -> str:
     return state.refs.check_new_name(kind, name, lambda n: n in state.log)
 
 
+def _create_ref(state: FileState, kind: str, name: Any, at: str | None) -> str:
+    """Create ref ``name`` of ``kind`` at ``at`` (default: the current version)."""
+    state.check_writable(f"create {kind} {name!r}")
+    name = _new_ref(state, kind, name)
+    target = _target(state, at)
+    with state.operation():
+        state.refs.set(kind, name, target)
+    return target
+
+
+def _delete_ref(state: FileState, kind: str, name: str) -> None:
+    state.check_writable(f"delete {kind} {name!r}")
+    with state.operation():
+        state.refs.delete(kind, name)
+
+
 def create_branch(state: FileState, name: str, at: str | None = None) -> str:
     """Create branch ``name`` at ``at`` (default: the current version); its head."""
-    state.check_writable(f"create branch {name!r}")
-    name = _new_ref(state, BRANCH, name)
-    head = _target(state, at)
-    with state.operation():
-        state.refs.set(BRANCH, name, head)
-    return head
+    return _create_ref(state, BRANCH, name, at)
 
 
 def delete_branch(state: FileState, name: str) -> None:
-    state.check_writable(f"delete branch {name!r}")
-    with state.operation():
-        state.refs.delete(BRANCH, name)
+    _delete_ref(state, BRANCH, name)
 
 
 def reset_branch(state: FileState, name: str, to: str) -> None:
@@ -151,18 +160,11 @@ def switch_branch(state: FileState, name: str) -> None:
 
 def create_tag(state: FileState, name: str, version: str | None = None) -> str:
     """Tag ``version`` (default: the current version) as ``name``; the version."""
-    state.check_writable(f"create tag {name!r}")
-    name = _new_ref(state, TAG, name)
-    target = _target(state, version)
-    with state.operation():
-        state.refs.set(TAG, name, target)
-    return target
+    return _create_ref(state, TAG, name, version)
 
 
 def delete_tag(state: FileState, name: str) -> None:
-    state.check_writable(f"delete tag {name!r}")
-    with state.operation():
-        state.refs.delete(TAG, name)
+    _delete_ref(state, TAG, name)
 
 
 # -- commits on branches ----------------------------------------------------------
