@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _common import best_of, check_equal
 
 #: Branch every workload commits to (Icechunk creates it with the repository).
 MAIN = "main"
@@ -98,6 +99,22 @@ def read_snapshot(path: pathlib.Path, snapshot: str, name: str) -> np.ndarray:
     """Open the repository anew, read array ``name`` of ``snapshot`` whole."""
     repo = open_repo(path)
     return np.asarray(open_array(snapshot_store(repo, snapshot), name)[...])
+
+
+def read_back(
+    path: pathlib.Path, snapshots: list[str], state_after: Callable[[int], np.ndarray]
+) -> tuple[float, float, Any]:
+    """Full reads (best of a few, each on a fresh open) of the last and the middle of
+    ``snapshots`` (one per commit after the first), checked against ``state_after``
+    with the first snapshot's; returns the two times and the middle snapshot's store."""
+    commits = len(snapshots) - 1
+    full_read, got_latest = best_of(lambda: read_snapshot(path, snapshots[commits], "x"))
+    middle = snapshots[commits // 2]
+    full_read_old, got_old = best_of(lambda: read_snapshot(path, middle, "x"))
+    check_equal(got_latest, state_after(commits), "full read of the last snapshot")
+    check_equal(got_old, state_after(commits // 2), "full read of the middle snapshot")
+    check_equal(read_snapshot(path, snapshots[0], "x"), state_after(0), "full read of v0")
+    return full_read, full_read_old, snapshot_store(open_repo(path), middle)
 
 
 def directory_bytes(path: pathlib.Path) -> float:
