@@ -3,15 +3,14 @@ bytes HDF5's filter pipeline stores, the same records, visible to other processe
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import pathlib
 from typing import Any
 
-import h5py
 import numpy as np
 import pytest
 import xxhash
+from sample_files import stored_chunks, without_uid
 from sample_images import SHAPE, smooth
 
 from h5vc.hdf5 import codecs
@@ -27,27 +26,6 @@ def samples(count: int, seed: int) -> list[np.ndarray]:
     out[5] = np.zeros(SHAPE, np.uint8)
     out[7] = out[2].copy()  # a repeat: stored once
     return out
-
-
-def stored_chunks(directory: pathlib.Path) -> list[tuple[int, bytes]]:
-    """(filter mask, stored bytes) of every written chunk of every collection file, in
-    file order (files by creation order of their first chunk)."""
-    out = []
-    files = sorted(directory.glob("*.hdf5"), key=lambda p: p.stat().st_mtime_ns)
-    for path in files:
-        with h5py.File(path, "r") as f:
-            for name in sorted(f, key=int):
-                dataset = f[name]
-                for index in range(dataset.shape[0]):
-                    corner = (index,) + (0,) * (dataset.ndim - 1)
-                    if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
-                        mask, data = dataset.id.read_direct_chunk(corner)
-                        out.append((mask, bytes(data)))
-    return out
-
-
-def without_uid(records: list[str]) -> list[Any]:
-    return [dataclasses.replace(decode_record(r), uid="x") for r in records]
 
 
 class CountingEncoder:

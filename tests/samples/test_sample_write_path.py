@@ -5,7 +5,6 @@ published."""
 
 from __future__ import annotations
 
-import dataclasses
 import pathlib
 import threading
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from sample_files import stored_chunks, without_uid
 from sample_images import SHAPE, smooth
 
 from h5vc.errors import ClosedError, CorruptDataError
@@ -42,26 +42,6 @@ def make_store(path: pathlib.Path, backend: str, compression: Any = None, **opti
     options.setdefault("collection_count", 2)
     options.setdefault("collection_size", 40)
     return SampleStore(path, backend, SHAPE, "uint8", compression or LZ4HC, **options)
-
-
-def stored_chunks(store: SampleStore) -> list[tuple[int, bytes]]:
-    """(filter mask, stored bytes) of every stored chunk, files in creation order."""
-    out = []
-    files = sorted(store.collection_files(), key=lambda p: p.stat().st_mtime_ns)
-    for path in files:
-        with h5py.File(path, "r") as f:
-            for name in sorted(f, key=int):
-                dataset = f[name]
-                for index in range(dataset.shape[0]):
-                    corner = (index,) + (0,) * (dataset.ndim - 1)
-                    if dataset.id.get_chunk_info_by_coord(corner).byte_offset is not None:
-                        mask, data = dataset.id.read_direct_chunk(corner)
-                        out.append((mask, bytes(data)))
-    return out
-
-
-def without_uid(records: list[str]) -> list[Any]:
-    return [dataclasses.replace(decode_record(r), uid="x") for r in records]
 
 
 class Calls:
@@ -117,7 +97,7 @@ def test_each_distinct_sample_is_encoded_once_and_duplicates_read_nothing(
     assert calls.hdf5_writes == 2
     assert len(set(records)) == DISTINCT
     assert records[DISTINCT:] == records[:DISTINCT] * 3
-    masks = [mask for mask, _ in stored_chunks(store)]
+    masks = [mask for mask, _ in stored_chunks(store.directory)]
     assert masks == [1, 0] * (DISTINCT // 2)  # incompressible samples stored as they are
     with store.reader() as reader:
         for record, sample in zip(records, data):
@@ -142,7 +122,7 @@ def test_records_and_stored_bytes_match_the_sequential_path(
         store = make_store(tmp_path / name, backend, compression, **options)
         with store.writer(threads=0 if name == "sequential" else 2) as writer:
             records[name] = write(writer)
-        chunks[name] = stored_chunks(store)
+        chunks[name] = stored_chunks(store.directory)
         with store.reader() as reader:
             for record, sample in zip(records[name], data):
                 np.testing.assert_array_equal(reader.read(record), sample)
@@ -152,10 +132,10 @@ def test_records_and_stored_bytes_match_the_sequential_path(
         with plain.writer(threads=0) as writer:
             plain_records = [writer.write(sample) for sample in data]
     assert len(set(plain_records)) == DISTINCT + 1
-    assert len(stored_chunks(plain)) == DISTINCT + 1
+    assert len(stored_chunks(plain.directory)) == DISTINCT + 1
     for name in ways:
         assert without_uid(records[name]) == without_uid(plain_records), name
-        assert chunks[name] == stored_chunks(plain), name
+        assert chunks[name] == stored_chunks(plain.directory), name
 
 
 def test_a_sample_of_an_earlier_session_is_read_back_once(
@@ -343,5 +323,5 @@ def test_hdf5_forgets_chunks_stored_unfiltered_once_per_run_of_writes(
         with store.reader() as reader:  # this process, the file still being written
             for record, sample in zip(records, data):
                 np.testing.assert_array_equal(reader.read(record), sample)
-    masks = {mask for mask, _chunk in stored_chunks(store)}
+    masks = {mask for mask, _chunk in stored_chunks(store.directory)}
     assert masks == {1}
