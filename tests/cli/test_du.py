@@ -197,22 +197,40 @@ def _as_brute_usage(usage: Any) -> dict[str, Any]:
     }
 
 
-def test_du_of_a_read_only_file_reads_dataset_headers_from_its_bytes(tangled, monkeypatch):
-    """Opened read-only, every dataset object's shape, dtype size and mappings are read
-    from the file's bytes: HDF5 opens only the empty group (not told from a dataset
-    until opened)."""
+def test_du_of_a_read_only_file_reads_the_tree_from_its_bytes(tangled, monkeypatch):
+    """Opened read-only, the groups' links and every dataset object's shape, dtype size
+    and mappings are read from the file's bytes: HDF5 opens nothing, and only the
+    datasets using one stored chunk in two places are read through the general
+    header reader."""
     from h5vc.cli import _stats
 
     opened: list[str] = []
-    real = _stats._through_hdf5
+    general: list[str] = []
+    through_hdf5 = _stats._through_hdf5
+    from_header = _stats._from_header
 
-    def spy(state: Any, stores: Any, obj: Any) -> Any:
+    def spy_hdf5(state: Any, stores: Any, obj: Any) -> Any:
         opened.append(obj.path)
-        return real(state, stores, obj)
+        return through_hdf5(state, stores, obj)
 
-    monkeypatch.setattr(_stats, "_through_hdf5", spy)
+    def spy_header(state: Any, stores: Any, address: int, obj: Any) -> Any:
+        general.append(obj.path)
+        return from_header(state, stores, address, obj)
+
+    monkeypatch.setattr(_stats, "_through_hdf5", spy_hdf5)
+    monkeypatch.setattr(_stats, "_from_header", spy_header)
     with h5vc.open(str(tangled)) as vf:
         got = _as_brute(vf)
         expected = brute_force(vf)
+        state = vf.file_state
+        twice = set()
+        for version in state.log.names():
+            for path, dataset in _datasets(state.versions[version]):
+                slots = state.chunk_maps.get(version, path, dataset).slots
+                used = slots[slots >= 0]
+                if len(np.unique(used)) < len(used):
+                    twice.add(path)
     assert got == expected
-    assert opened == ["empty"]
+    assert opened == []
+    assert twice == {"g/y", "same", "x"}  # what the fixture is for
+    assert set(general) == twice

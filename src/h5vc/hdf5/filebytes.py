@@ -1,0 +1,441 @@
+"""A whole tree of groups and virtual datasets read from a read-only file's bytes.
+
+Commands that look at every object of a file (``h5vc du``) pay HDF5's cost per object:
+walking the links of 10,000 version groups opens each one (``H5Lvisit``: 0.4 s), and
+:mod:`h5vc.hdf5.header` with :mod:`h5vc.hdf5.mappings` read every header and mapping
+list in their general form (70 us a dataset).  :class:`FileBytes` maps the file into
+memory once and reads what such a walk needs with a few ``struct`` calls per object:
+
+- the messages of a version-1 object header (:meth:`FileBytes.header`);
+- the members of a group (:meth:`FileBytes.links`): a symbol table (version-1 B-tree,
+  symbol nodes, local heap: HDF5's default) or compact link messages;
+- a dataset's dimensions and element size (:meth:`FileBytes.dims`,
+  :meth:`FileBytes.element`);
+- a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
+  versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
+  selections are version-1 hyperslab blocks.
+
+Anything else (version-2 headers, dense link storage, soft or external links, other
+encodings) and any length or signature that disagrees with the bytes raises
+:class:`Unreadable`, or answers None where the caller can read that one object through
+the general readers: those readers (and HDF5) then read it and report damage as damage.
+
+Only for files opened read-only (HDF5 may hold newer metadata of a file open for
+writing than its bytes) and read through an OS file descriptor.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+import h5py
+
+from h5vc.hdf5.header import file_descriptor
+
+__all__ = ["FileBytes", "Header", "Mappings", "Unreadable"]
+
+_DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
+    0x0001,
+    0x0002,
+    0x0003,
+    0x0006,
+    0x0008,
+    0x0010,
+    0x0011,
+)
+#: A dataset's messages: once the header showed all three, the rest is not read.
+_DATASET = frozenset((_DATASPACE, _DATATYPE, _LAYOUT))
+#: Message flag bit: the message is shared (stored elsewhere).
+_SHARED = 0x02
+#: Symbol table entry cache type of a soft link.
+_CACHED_SOFT_LINK = 2
+#: A header block, a local heap or a global heap collection larger than this is damage.
+_MAX_BLOCK = 1 << 31
+#: B-tree levels deeper than this are damage (a B-tree of 2**32 entries has fewer).
+_MAX_LEVEL = 32
+_SEL_HYPERSLABS = 2
+_LAYOUT_VIRTUAL = 3
+_FORMATS = {2: "H", 4: "I", 8: "Q"}
+_PREFIX = struct.Struct("<BxH4xI")  # version, message count, (references,) size
+_MESSAGE = struct.Struct("<HHB")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_SELECTION = struct.Struct("<6I")  # type, version, reserved, length, rank, blocks
+
+
+class Unreadable(Exception):
+    """The bytes are not in a form read here, or disagree with themselves: read the
+    file through HDF5 instead."""
+
+
+@dataclass(slots=True)
+class Header:
+    """The messages of an object header, as ``(offset in the map, length)``: the first
+    unshared message of each type, and every link message."""
+
+    messages: dict[int, tuple[int, int]]
+    links: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Mappings:
+    """A virtual dataset's mappings: the ``(source file, source dataset)`` names they
+    read (as stored), and the first and last coordinates of every block of their
+    source and of their virtual selections, flat (``2 * ndim`` numbers a block)."""
+
+    sources: set[tuple[bytes, bytes]]
+    source: list[int]
+    virtual: list[int]
+
+
+class FileBytes:
+    """A read-only memory map of an HDF5 file, read at HDF5 addresses."""
+
+    def __init__(self, fd: int, base: int, sizeof_addr: int, sizeof_size: int):
+        if sizeof_addr not in _FORMATS or sizeof_size not in _FORMATS:
+            raise Unreadable(f"addresses of {sizeof_addr} bytes, lengths of {sizeof_size}")
+        self.map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        self.base = base
+        self.size = len(self.map) - base
+        self.sizeof_addr = sizeof_addr
+        self.sizeof_size = sizeof_size
+        self.undefined = (1 << (8 * sizeof_addr)) - 1
+        addr, length = _FORMATS[sizeof_addr], _FORMATS[sizeof_size]
+        self._addr = struct.Struct("<" + addr)
+        self._length = struct.Struct("<" + length)
+        self._pair = struct.Struct(f"<{addr}{length}")  # a continuation message
+        self._two_addr = struct.Struct(f"<{addr}{addr}")  # a symbol table message
+        self._heap = struct.Struct(f"<4sB3x{length}{length}{addr}")  # a local heap
+        self._symbol = struct.Struct(f"<{length}{addr}I")  # a symbol table entry's start
+        self._global = struct.Struct(f"<H6x{length}")  # a global heap object's start
+        self._dims: dict[tuple[int, int], struct.Struct] = {}
+        #: Global heap collections read: address -> {object index: (offset, length)}.
+        self._collections: dict[int, dict[int, tuple[int, int]]] = {}
+
+    @classmethod
+    def of(cls, file: h5py.File) -> FileBytes | None:
+        """The bytes of ``file`` if it is open read-only through an OS file descriptor;
+        else None."""
+        if file.id.get_intent() != h5py.h5f.ACC_RDONLY:
+            return None
+        fd = file_descriptor(file)
+        if fd is None:
+            return None
+        plist = file.id.get_create_plist()
+        sizeof_addr, sizeof_size = plist.get_sizes()
+        try:
+            return cls(fd, int(plist.get_userblock()), int(sizeof_addr), int(sizeof_size))
+        except (Unreadable, OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        self.map.close()
+
+    def __enter__(self) -> FileBytes:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _at(self, address: int, nbytes: int) -> int:
+        """The offset in the map of ``nbytes`` at ``address``, all inside the file."""
+        if address < 0 or nbytes < 0 or address + nbytes > self.size:
+            raise Unreadable(f"{nbytes} bytes at address {address} run past the end of the file")
+        return self.base + address
+
+    def header(self, address: int) -> Header:
+        """The messages of the version-1 object header at ``address``, continuation
+        blocks followed, up to the first symbol table message (a group's), or the
+        first dataspace, datatype and layout messages (a dataset's)."""
+        data, message = self.map, _MESSAGE.unpack_from
+        start = self._at(address, 16)
+        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
+        if data[start : start + 4] == b"OHDR":
+            raise Unreadable(f"a version-2 object header at {address}")
+        if version != 1 or chunk_size > _MAX_BLOCK:
+            raise Unreadable(f"an object header of version {version} at {address}")
+        found: dict[int, tuple[int, int]] = {}
+        header = Header(found, [])
+        blocks = [(self._at(address + 16, chunk_size), chunk_size)]
+        seen = 0
+        for pos, size in blocks:  # continuation blocks are appended as they are found
+            end = pos + size
+            while pos < end:
+                if end - pos < 8:
+                    raise Unreadable(f"{end - pos} stray bytes end a header block")
+                kind, length, flags = message(data, pos)
+                pos += 8
+                if pos + length > end or length % 8:
+                    raise Unreadable(f"a message of {length} bytes does not fit its block")
+                seen += 1
+                if seen > n_messages:
+                    raise Unreadable(f"more messages than the {n_messages} the header counts")
+                if kind == _CONTINUATION:
+                    if length < self._pair.size:
+                        raise Unreadable("a continuation message is too short")
+                    target, nbytes = self._pair.unpack_from(data, pos)
+                    if nbytes > _MAX_BLOCK:
+                        raise Unreadable(f"a continuation block of {nbytes} bytes")
+                    blocks.append((self._at(target, nbytes), nbytes))
+                elif kind == _LINK:
+                    header.links.append((pos, length))
+                elif kind not in found and not flags & _SHARED:
+                    found[kind] = (pos, length)
+                    if kind == _SYMBOL_TABLE or (
+                        kind in _DATASET
+                        and _DATASPACE in found
+                        and _DATATYPE in found
+                        and _LAYOUT in found
+                    ):
+                        return header
+                pos += length
+        return header
+
+    def links(self, header: Header) -> list[tuple[str, int]] | None:
+        """The hard links of the group whose header is ``header``, by name; None if it
+        is not a group.  Raises :class:`Unreadable` for a soft or external link, or
+        dense link storage."""
+        table = header.messages.get(_SYMBOL_TABLE)
+        if table is not None:
+            if table[1] < self._two_addr.size:
+                raise Unreadable("a symbol table message is too short")
+            btree, heap = self._two_addr.unpack_from(self.map, table[0])
+            names = self._local_heap(heap)
+            found: list[tuple[str, int]] = []
+            for node in self._symbol_nodes(btree, 0):
+                found += self._symbols(node, names)
+        elif _LINK_INFO in header.messages:
+            found = self._link_messages(header)
+        else:
+            return None
+        if len(found) > 1:
+            found.sort(key=_name_bytes)
+        return found
+
+    def _local_heap(self, address: int) -> bytes:
+        """The data segment of the local heap at ``address``."""
+        pos = self._at(address, self._heap.size)
+        signature, version, size, _, data = self._heap.unpack_from(self.map, pos)
+        if signature != b"HEAP" or version != 0 or size > _MAX_BLOCK:
+            raise Unreadable(f"no local heap at {address}")
+        start = self._at(data, size)
+        return self.map[start : start + size]
+
+    def _symbol_nodes(self, address: int, depth: int) -> Iterator[int]:
+        """The addresses of the symbol nodes below the group B-tree node at ``address``,
+        in key order."""
+        if depth > _MAX_LEVEL:
+            raise Unreadable("a group B-tree deeper than any file holds")
+        sa, sl = self.sizeof_addr, self.sizeof_size
+        pos = self._at(address, 8 + 2 * sa)
+        data = self.map
+        if data[pos : pos + 5] != b"TREE\0":
+            raise Unreadable(f"no group B-tree node at {address}")
+        level, (used,) = data[pos + 5], _U16.unpack_from(data, pos + 6)
+        # Keys (heap offsets) and children alternate after the two sibling addresses.
+        pos = self._at(address + 8 + 2 * sa, used * (sl + sa) + sl) + sl
+        unpack = self._addr.unpack_from
+        for child in [unpack(data, pos + i * (sl + sa))[0] for i in range(used)]:
+            if level:
+                yield from self._symbol_nodes(child, depth + 1)
+            else:
+                yield child
+
+    def _symbols(self, address: int, names: bytes) -> list[tuple[str, int]]:
+        """The links of the symbol node at ``address`` (names in the heap ``names``)."""
+        data = self.map
+        pos = self._at(address, 8)
+        if data[pos : pos + 5] != b"SNOD\1":
+            raise Unreadable(f"no symbol table node at {address}")
+        (count,) = _U16.unpack_from(data, pos + 6)
+        entry = self.sizeof_size + self.sizeof_addr + 24
+        pos = self._at(address + 8, count * entry)
+        unpack = self._symbol.unpack_from
+        found = []
+        for _ in range(count):
+            offset, target, cache = unpack(data, pos)
+            if cache == _CACHED_SOFT_LINK or target == self.undefined:
+                raise Unreadable("a soft link")
+            stop = names.find(b"\0", offset)
+            if stop < 0:
+                raise Unreadable(f"a link name at heap offset {offset} outside its heap")
+            found.append((names[offset:stop].decode(), target))
+            pos += entry
+        return found
+
+    def _link_messages(self, header: Header) -> list[tuple[str, int]]:
+        """The links of a group stored as link messages (compact storage)."""
+        pos, length = header.messages[_LINK_INFO]
+        info = self.map[pos : pos + length]
+        at = 2 + (8 if len(info) > 1 and info[1] & 1 else 0)
+        if len(info) < at + self.sizeof_addr or info[0] != 0:
+            raise Unreadable("a link info message of an unknown form")
+        (heap,) = self._addr.unpack_from(info, at)
+        if heap != self.undefined:
+            raise Unreadable("links in dense storage")
+        return [self._link(self.map[p : p + n]) for p, n in header.links]
+
+    def _link(self, message: bytes) -> tuple[str, int]:
+        """The name and target of a hard link's message."""
+        if len(message) < 2 or message[0] != 1:
+            raise Unreadable("a link message of an unknown version")
+        flags = message[1]
+        pos = 2
+        if flags & 0x08:  # the link type
+            if len(message) < 3 or message[2] != 0:
+                raise Unreadable("a soft or external link")
+            pos += 1
+        pos += (8 if flags & 0x04 else 0) + (1 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        length = int.from_bytes(message[pos : pos + width], "little")
+        pos += width
+        if pos + length + self.sizeof_addr > len(message):
+            raise Unreadable("a link message is too short")
+        (target,) = self._addr.unpack_from(message, pos + length)
+        return message[pos : pos + length].decode(), target
+
+    def dims(self, header: Header) -> tuple[int, ...] | None:
+        """The dimensions the dataspace message of ``header`` gives; None without one,
+        or for a null dataspace."""
+        found = header.messages.get(_DATASPACE)
+        if found is None:
+            return None
+        pos, length = found
+        if length < 8:
+            raise Unreadable("a dataspace message of an unknown form")
+        data = self.map
+        version, rank, flags = data[pos], data[pos + 1], data[pos + 2]
+        if version not in (1, 2) or rank > 32:
+            raise Unreadable("a dataspace message of an unknown form")
+        if version == 2 and data[pos + 3] == 2:
+            return None
+        start = pos + (8 if version == 1 else 4)
+        count = 2 * rank if flags & 1 else rank
+        shape = self._dims.get((rank, count))
+        if shape is None:
+            shape = self._dims[rank, count] = struct.Struct(f"<{count}{_FORMATS[self.sizeof_size]}")
+        if start + shape.size > pos + length:
+            raise Unreadable(f"a rank-{rank} dataspace in a {length}-byte message")
+        values = shape.unpack_from(data, start)
+        dims = values[:rank]
+        if flags & 1:
+            unlimited = (1 << (8 * self.sizeof_size)) - 1
+            if any(m != unlimited and d > m for d, m in zip(dims, values[rank:])):
+                raise Unreadable("a dimension above its maximum")
+        return dims
+
+    def element(self, header: Header) -> tuple[int, int] | None:
+        """The class and size of the datatype message of ``header`` (None without
+        one, or when it is shared)."""
+        found = header.messages.get(_DATATYPE)
+        if found is None or found[1] < 8:
+            return None
+        pos = found[0]
+        return self.map[pos] & 0x0F, _U32.unpack_from(self.map, pos + 4)[0]
+
+    def mappings(self, header: Header, ndim: int) -> Mappings | None:
+        """The mappings of the virtual dataset of rank ``ndim`` whose header is
+        ``header``, if they are of the form described in the module; None otherwise
+        (no virtual layout, another encoding, lengths that disagree with the bytes)."""
+        found = header.messages.get(_LAYOUT)
+        sa = self.sizeof_addr
+        if found is None or found[1] < 6 + sa:
+            return None
+        pos = found[0]
+        data = self.map
+        if data[pos] != 4 or data[pos + 1] != _LAYOUT_VIRTUAL:
+            return None
+        (address,) = self._addr.unpack_from(data, pos + 2)
+        (index,) = _U32.unpack_from(data, pos + 2 + sa)
+        if address == self.undefined:
+            return Mappings(set(), [], [])  # no mapping: every chunk the fill value
+        try:
+            objects = self._collections.get(address)
+            if objects is None:
+                objects = self._collections[address] = self._collection(address)
+        except Unreadable:
+            return None
+        where = objects.get(index)
+        if where is None:
+            return None
+        return self._decode(self.map[where[0] : where[0] + where[1]], ndim)
+
+    def _collection(self, address: int) -> dict[int, tuple[int, int]]:
+        """The objects of the global heap collection at ``address``."""
+        prefix = 8 + self.sizeof_size  # "GCOL", version, 3 reserved bytes, size
+        pos = self._at(address, prefix)
+        if self.map[pos : pos + 4] != b"GCOL":
+            raise Unreadable(f"no global heap collection at {address}")
+        (size,) = self._length.unpack_from(self.map, pos + 8)
+        if not prefix <= size <= _MAX_BLOCK:
+            raise Unreadable(f"a global heap collection of {size} bytes")
+        end = self._at(address, size) + size
+        entry = self._global.size  # index, reference count, reserved, object size
+        unpack = self._global.unpack_from
+        objects: dict[int, tuple[int, int]] = {}
+        pos += prefix
+        while pos + entry <= end:
+            number, length = unpack(self.map, pos)
+            if number == 0:
+                break  # the free space closes the collection
+            if pos + entry + length > end:
+                raise Unreadable(f"heap object {number} overruns its collection")
+            objects[number] = (pos + entry, length)
+            pos += entry + -(-length // 8) * 8
+        return objects
+
+    def _decode(self, blob: bytes, ndim: int) -> Mappings | None:
+        """The mapping list ``blob`` (see :meth:`mappings`)."""
+        end = len(blob) - 4  # the checksum follows the entries
+        sl = self.sizeof_size
+        if end < 1 + sl or blob[0] not in (0, 1):
+            return None
+        version = blob[0]
+        (count,) = self._length.unpack_from(blob, 1)
+        pos = 1 + sl
+        found = Mappings(set(), [], [])
+        selection = _SELECTION.unpack_from
+        for _ in range(count):
+            if version == 1:
+                if pos >= end or blob[pos] & 0x03:  # a name shared with an earlier entry
+                    return None
+                same_file = blob[pos] & 0x04
+                pos += 1
+            else:
+                same_file = 0
+            if same_file:
+                file_name = b"."
+            else:
+                stop = blob.find(b"\0", pos, end)
+                if stop < 0:
+                    return None
+                file_name, pos = blob[pos:stop], stop + 1
+            stop = blob.find(b"\0", pos, end)
+            if stop < 0:
+                return None
+            found.sources.add((file_name, blob[pos:stop]))
+            pos = stop + 1
+            for side in (found.source, found.virtual):
+                if pos + 24 > end:
+                    return None
+                kind, form, _, length, rank, blocks = selection(blob, pos)
+                if kind != _SEL_HYPERSLABS or form != 1 or rank != ndim:
+                    return None
+                if length != 8 + blocks * 8 * rank or pos + 16 + length > end:
+                    return None
+                side += struct.unpack_from(f"<{2 * rank * blocks}I", blob, pos + 24)
+                pos += 16 + length
+        return found if pos == end else None
+
+
+def _name_bytes(link: tuple[str, int]) -> bytes:
+    return link[0].encode()
