@@ -29,7 +29,15 @@ from h5vc.cli._columns import (
     new_sample_bytes,
     sample_usage,
 )
-from h5vc.hdf5.filebytes import FileBytes, Header, Unreadable
+from h5vc.hdf5.filebytes import (
+    FileBytes,
+    Header,
+    ManyDatasets,
+    Unreadable,
+    many_datasets,
+    many_links,
+    many_mappings,
+)
 from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, dataspace_dims, stored_messages_at
 from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
@@ -457,9 +465,13 @@ def _read_objects(
 def _objects_from_bytes(
     state: FileState, stores: _Stores, file_bytes: FileBytes, names: list[str]
 ) -> list[tuple[_Object, _Found | None]]:
-    """:func:`_objects` from the file's bytes, each dataset object's header read when
-    first found; raises :class:`Unreadable` where the tree is not of the plain kind
-    (the caller walks it through HDF5)."""
+    """:func:`_objects` from the file's bytes, and what each dataset object's header
+    and mappings say; raises :class:`Unreadable` where the tree is not of the plain
+    kind (the caller walks it through HDF5).
+
+    The tree is read level by level: the links of the groups of one level at once
+    (:func:`many_links`), then the headers of their members at once
+    (:func:`many_datasets`); what those do not read is read one by one."""
     versions = state.version_data.id.links.get_info(layout.VERSIONS.encode())
     if versions.type != h5py.h5l.TYPE_HARD:
         raise Unreadable("the versions group is not a hard link")
@@ -467,53 +479,148 @@ def _objects_from_bytes(
     if roots is None:
         raise Unreadable("the versions group is not a group")
     root_of = dict(roots)
-    found: dict[int, tuple[_Object, _Found | None]] = {}
-    #: Every object below a group that is not a group itself, as (path below the
-    #: group, address), by the group's address: a group hard-linked into many
-    #: versions is read once.
-    below: dict[int, list[tuple[str, int]]] = {}
-    headers: dict[int, Header] = {}  # of the objects that are not groups
-    open_groups: set[int] = set()  # the groups being listed (a cycle is damage)
+    for version in names:
+        if version not in root_of:
+            raise Unreadable(f"no group of version {version!r}")
+    links_of: dict[int, list[tuple[str, int]]] = {}  # of every group
+    headers: dict[int, Header] = {}  # of the other objects read one by one
+    row_of: dict[int, int] = {}  # of the datasets read at once: their row in `levels`
+    levels: list[tuple[list[int], ManyDatasets]] = []
+    frontier = list(dict.fromkeys(root_of[version] for version in names))
+    for address, links in zip(frontier, many_links(file_bytes, frontier)):
+        if links is None:
+            links = file_bytes.links(file_bytes.header(address))
+            if links is None:
+                raise Unreadable("a version that is not a group")
+        links_of[address] = links
+    while frontier:
+        members = list(
+            dict.fromkeys(
+                member
+                for group in frontier
+                for _, member in links_of[group]
+                if member not in links_of and member not in headers and member not in row_of
+            )
+        )
+        if not members:
+            break
+        read = many_datasets(file_bytes, members)
+        first_row = sum(len(done) for done, _ in levels)
+        levels.append((members, read))
+        frontier = []
+        for row, (address, good) in enumerate(zip(members, read.ok.tolist())):
+            if good:
+                row_of[address] = first_row + row
+                continue
+            header = file_bytes.header(address)
+            links = file_bytes.links(header)
+            if links is None:
+                headers[address] = header
+            else:
+                links_of[address] = links
+                frontier.append(address)
+    objects = _walk_links(names, root_of, links_of)
+    found: list[tuple[_Object, _Found | None]] = []
+    plain = _plain_many(file_bytes, stores, levels, [row_of.get(obj.address) for obj in objects])
+    for obj, fast in zip(objects, plain):
+        if fast is None:
+            known = headers.get(obj.address)
+            fast = _plain(file_bytes, stores, known or file_bytes.header(obj.address))
+        found.append((obj, fast))
+    return found
 
-    def flatten(group: int, links: list[tuple[str, int]]) -> list[tuple[str, int]]:
+
+def _walk_links(
+    names: list[str], root_of: dict[str, int], links_of: dict[int, list[tuple[str, int]]]
+) -> list[_Object]:
+    """The objects that are not groups below the version groups, in the order of the
+    versions, then of the paths in each (by name, depth first), with the versions
+    that link them (once per link)."""
+    #: Every object below a group that is not a group itself, as (path below the
+    #: group, address), by the group's address: a group linked into many versions
+    #: is walked once.
+    below: dict[int, list[tuple[str, int]]] = {}
+    open_groups: set[int] = set()  # the groups being walked (a cycle is damage)
+
+    def flatten(group: int) -> list[tuple[str, int]]:
         if group in open_groups or len(open_groups) > _MAX_DEPTH:
             raise Unreadable("a group that holds itself")
         open_groups.add(group)
         flat: list[tuple[str, int]] = []
-        for leaf, member in links:
-            known = below.get(member)
-            if known is None and member not in headers and member not in found:
-                header = file_bytes.header(member)
-                member_links = file_bytes.links(header)
-                if member_links is None:
-                    headers[member] = header
-                else:
-                    known = below[member] = flatten(member, member_links)
-            if known is None:
+        for leaf, member in links_of[group]:
+            if member not in links_of:
                 flat.append((leaf, member))
-            else:
-                flat += [(f"{leaf}/{path}", address) for path, address in known]
+                continue
+            known = below.get(member)
+            if known is None:
+                known = below[member] = flatten(member)
+            flat += [(f"{leaf}/{path}", address) for path, address in known]
         open_groups.discard(group)
         return flat
 
+    found: dict[int, _Object] = {}
     for version in names:
-        root = root_of.get(version)
-        if root is None:
-            raise Unreadable(f"no group of version {version!r}")
+        root = root_of[version]
         flat = below.get(root)
         if flat is None:
-            links = file_bytes.links(file_bytes.header(root))
-            if links is None:
-                raise Unreadable(f"version {version!r} is not a group")
-            flat = below[root] = flatten(root, links)
+            flat = below[root] = flatten(root)
         for path, address in flat:
-            entry = found.get(address)
-            if entry is None:
-                obj = _Object(path, f"{version}/{path}".encode(), [version], address)
-                found[address] = (obj, _plain(file_bytes, stores, headers.pop(address)))
+            obj = found.get(address)
+            if obj is None:
+                found[address] = _Object(path, f"{version}/{path}".encode(), [version], address)
             else:
-                entry[0].versions.append(version)
+                obj.versions.append(version)
     return list(found.values())
+
+
+def _plain_many(
+    file_bytes: FileBytes,
+    stores: _Stores,
+    levels: list[tuple[list[int], ManyDatasets]],
+    rows: list[int | None],
+) -> list[_Found | None]:
+    """:func:`_plain` of the objects at ``rows`` of the headers read at once
+    (``levels``), their mappings read at once; None for an object not so read."""
+    found: list[_Found | None] = [None] * len(rows)
+    if not levels:
+        return found
+    fields = ("rank", "dims", "type_class", "element_size", "has_heap", "heap", "index")
+    every = {name: np.concatenate([getattr(read, name) for _, read in levels]) for name in fields}
+    wanted = np.asarray([-1 if row is None else row for row in rows], dtype=np.int64)
+    at = np.flatnonzero(wanted >= 0)
+    picked = {name: values[wanted[at]] for name, values in every.items()}
+    usable = ~np.isin(picked["type_class"], tuple(_OTHER_ITEMSIZE))
+    logical = [
+        math.prod(dims[:rank]) * size
+        for dims, rank, size in zip(
+            picked["dims"].tolist(), picked["rank"].tolist(), picked["element_size"].tolist()
+        )
+    ]
+    empty = _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for i, good, has_heap, size in zip(
+        at.tolist(), usable.tolist(), picked["has_heap"].tolist(), logical
+    ):
+        if good and not has_heap:  # no mapping: every chunk the fill value
+            found[i] = (size, None, empty)
+    for rank in np.unique(picked["rank"]).tolist():
+        chosen = np.flatnonzero(usable & picked["has_heap"] & (picked["rank"] == rank))
+        if not len(chosen):
+            continue
+        read = many_mappings(file_bytes, picked["heap"][chosen], picked["index"][chosen], rank)
+        named = [stores.named(dataset) if file == b"." else None for file, dataset in read.names]
+        for k, good, name, first, count in zip(
+            chosen.tolist(),
+            read.ok.tolist(),
+            read.source_name.tolist(),
+            read.first.tolist(),
+            read.count.tolist(),
+        ):
+            store = named[name] if good else None
+            if store is None or len(store.chunks) != rank:
+                continue
+            blocks = _Blocks(store, read.source, read.virtual, first, count)
+            found[int(at[k])] = (logical[k], store.key, blocks)
+    return found
 
 
 #: Groups nested deeper than this in a version are a cycle of hard links.
@@ -543,19 +650,26 @@ def _plain(file_bytes: FileBytes, stores: _Stores, header: Header) -> _Found | N
     store = stores.named(source_name)
     if source_file != b"." or store is None:
         return None
-    if len(store.chunks) != len(shape):
+    ndim2 = 2 * len(shape)
+    if len(store.chunks) != len(shape) or len(mappings.source) != len(mappings.virtual):
         return None
-    return logical, store.key, _Blocks(store, mappings.source, mappings.virtual)
+    source = np.asarray(mappings.source, dtype=np.int64).reshape(-1, ndim2)
+    virtual = np.asarray(mappings.virtual, dtype=np.int64).reshape(-1, ndim2)
+    return logical, store.key, _Blocks(store, source, virtual, 0, len(source))
 
 
 @dataclass
 class _Blocks:
-    """The blocks of a dataset object's mappings (first and last coordinates, flat)
-    of one store's raw_data, as read; :meth:`_StoreRuns.settle` checks them."""
+    """The blocks of a dataset object's mappings of one store's raw_data, as read:
+    rows ``first:first + count`` of ``source`` and ``virtual`` (first and last
+    coordinates, ``(n, 2 * ndim)``, which many objects may share);
+    :meth:`_StoreRuns.settle` checks them."""
 
     store: _Store
-    source: list[int]
-    virtual: list[int]
+    source: np.ndarray
+    virtual: np.ndarray
+    first: int
+    count: int
 
 
 def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
@@ -772,10 +886,9 @@ class _StoreRuns:
         self.starts: list[int] = []
         self.stops: list[int] = []
         self.store: _Store | None = None
-        self.source: list[int] = []
-        self.source_owner: list[int] = []
-        self.virtual: list[int] = []
-        self.virtual_owner: list[int] = []
+        #: Blocks not checked yet, by the arrays holding them: those arrays, and
+        #: the first row, row count and object position of each object's blocks.
+        self.blocks: dict[int, tuple[_Blocks, list[int], list[int], list[int]]] = {}
 
     def add(self, obj: _Object, runs: _Runs | _Blocks, position: int | None = None) -> None:
         """Add the runs or blocks of ``obj`` (as object ``position``: one added
@@ -785,11 +898,12 @@ class _StoreRuns:
             self.objects.append(obj)
         if isinstance(runs, _Blocks):
             self.store = runs.store
-            ndim2 = 2 * len(runs.store.chunks)
-            self.source_owner += [position] * (len(runs.source) // ndim2)
-            self.source += runs.source
-            self.virtual_owner += [position] * (len(runs.virtual) // ndim2)
-            self.virtual += runs.virtual
+            entry = self.blocks.get(id(runs.source))
+            if entry is None:
+                entry = self.blocks[id(runs.source)] = (runs, [], [], [])
+            entry[1].append(runs.first)
+            entry[2].append(runs.count)
+            entry[3].append(position)
             return
         self.owner += [position] * len(runs.start)
         self.starts += runs.start.tolist()
@@ -803,9 +917,17 @@ class _StoreRuns:
         if store is None:
             return []
         ndim = len(store.chunks)
-        source = np.asarray(self.source, dtype=np.int64).reshape(-1, 2, ndim)
-        owner = np.asarray(self.source_owner, dtype=np.int64)
-        virtual = np.asarray(self.virtual, dtype=np.int64).reshape(-1, 2, ndim)
+        owners, sources, virtuals = [], [], []
+        for blocks, firsts, counts, positions in self.blocks.values():
+            first = np.asarray(firsts, dtype=np.int64)
+            count = np.asarray(counts, dtype=np.int64)
+            rows = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+            owners.append(np.repeat(np.asarray(positions, dtype=np.int64), count))
+            sources.append(blocks.source[rows])
+            virtuals.append(blocks.virtual[rows])
+        owner = np.concatenate(owners)
+        source = np.concatenate(sources).reshape(-1, 2, ndim)
+        virtual = np.concatenate(virtuals).reshape(-1, 2, ndim)
         first, last = source[:, 0], source[:, 1]
         c0 = store.chunks[0]
         wrong = (
@@ -814,14 +936,10 @@ class _StoreRuns:
             | (first[:, 1:] != 0).any(axis=1)
             | (last[:, 1:] >= np.asarray(store.chunks[1:], dtype=np.int64)).any(axis=1)
             | (last < first).any(axis=1)
+            | (virtual[:, 1] < virtual[:, 0]).any(axis=1)
         )
         bad = np.zeros(len(self.objects), dtype=bool)
         bad[owner[wrong]] = True
-        bad[
-            np.asarray(self.virtual_owner, dtype=np.int64)[
-                (virtual[:, 1] < virtual[:, 0]).any(axis=1)
-            ]
-        ] = True
         starts, stops = first[:, 0] // c0, last[:, 0] // c0 + 1
         order = np.lexsort((starts, owner))
         owner, starts, stops = owner[order], starts[order], stops[order]
@@ -833,7 +951,7 @@ class _StoreRuns:
         self.starts += starts[keep].tolist()
         self.stops += stops[keep].tolist()
         self.store = None
-        self.source, self.source_owner, self.virtual, self.virtual_owner = [], [], [], []
+        self.blocks = {}
         return [(int(i), self.objects[i]) for i in np.flatnonzero(bad)]
 
 

@@ -26,6 +26,7 @@ writing than its bytes) and read through an OS file descriptor.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import struct
 from collections.abc import Iterator
@@ -33,10 +34,21 @@ from dataclasses import dataclass
 from types import TracebackType
 
 import h5py
+import numpy as np
 
 from h5vc.hdf5.header import file_descriptor
 
-__all__ = ["FileBytes", "Header", "Mappings", "Unreadable"]
+__all__ = [
+    "ManyDatasets",
+    "ManyMappings",
+    "FileBytes",
+    "Header",
+    "Mappings",
+    "Unreadable",
+    "many_datasets",
+    "many_links",
+    "many_mappings",
+]
 
 _DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
     0x0001,
@@ -133,7 +145,10 @@ class FileBytes:
             return None
 
     def close(self) -> None:
-        self.map.close()
+        """Unmap the file (left to the garbage collector while an array read from it
+        is still referenced, by a traceback for instance)."""
+        with contextlib.suppress(BufferError):
+            self.map.close()
 
     def __enter__(self) -> FileBytes:
         return self
@@ -439,3 +454,396 @@ class FileBytes:
 
 def _name_bytes(link: tuple[str, int]) -> bytes:
     return link[0].encode()
+
+
+# Reading many objects at once --------------------------------------------------------
+#
+# The methods below read the headers of many objects with numpy, for the shapes h5vc
+# writes (8-byte addresses and lengths); a row that is not of that shape, or whose
+# bytes disagree with it, comes back None and is read one by one with the methods
+# above (which read every shape, and raise where the bytes are damaged).
+
+#: Entries of a symbol node read at once (HDF5 writes at most 2K = 32 by default).
+_MANY_SYMBOLS = 64
+#: Bytes of a link name read at once (a longer one is read one by one).
+_NAME_WINDOW = 24
+#: Dataset ranks read at once.
+_MANY_RANK = 4
+#: Messages walked at once before a header is read one by one.
+_MANY_MESSAGES = 32
+#: Bytes of a mapping list's first names read at once.
+_NAMES_WINDOW = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ManyDatasets:
+    """What the headers of many virtual datasets say, by row: whether the row was
+    read (``ok``; else read it one by one), rank and dimensions (``(n, 4)``, the
+    first ``rank`` used), datatype class and element size, and where the mapping
+    list is (``heap``, ``index``; ``has_heap`` False: no mapping)."""
+
+    ok: np.ndarray
+    rank: np.ndarray
+    dims: np.ndarray
+    type_class: np.ndarray
+    element_size: np.ndarray
+    has_heap: np.ndarray
+    heap: np.ndarray
+    index: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ManyMappings:
+    """Mapping lists of many virtual datasets of one rank, by row: whether the row
+    was read (``ok``; else read it one by one with :meth:`FileBytes.mappings`); its
+    one source (``names[source_name[i]]``, file and dataset as stored); and its
+    blocks, rows ``first[i]:first[i] + count[i]`` of ``source`` and ``virtual``
+    (``(n, 2 * rank)``: first and last coordinates of each block)."""
+
+    ok: np.ndarray
+    names: list[tuple[bytes, bytes]]
+    source_name: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    source: np.ndarray
+    virtual: np.ndarray
+
+
+def _field(rows: np.ndarray, at: int | np.ndarray, width: int) -> np.ndarray:
+    """The little-endian unsigned integers of ``width`` bytes at byte ``at`` (one
+    position, or one per row) of each row, as uint64."""
+    if isinstance(at, np.ndarray):
+        cols = at[:, None] + np.arange(width)
+        raw = np.take_along_axis(rows, cols, axis=1)
+    else:
+        raw = rows[:, at : at + width]
+    return np.ascontiguousarray(raw).view(f"<u{width}")[:, 0].astype(np.uint64)
+
+
+class _Rows:
+    """Bytes of the file at many offsets of the map."""
+
+    def __init__(self, file_bytes: FileBytes):
+        self.data = np.frombuffer(file_bytes.map, dtype=np.uint8)
+        self.base = file_bytes.base
+        self.size = file_bytes.size
+        self._windows: dict[int, np.ndarray] = {}
+
+    def _window(self, width: int) -> np.ndarray:
+        """Every ``width`` consecutive bytes of the map, as rows of a view (a row
+        taken from it is one copy, not ``width`` lookups)."""
+        found = self._windows.get(width)
+        if found is None:
+            found = self._windows[width] = np.lib.stride_tricks.sliding_window_view(
+                self.data, width
+            )
+        return found
+
+    def at(self, addresses: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+        """``width`` bytes at each HDF5 address (uint64); rows whose bytes run past the
+        end of the file are cleared in ``ok`` (and read as the file's first bytes)."""
+        if self.size < width:
+            ok[:] = False
+            return np.zeros((len(addresses), width), dtype=np.uint8)
+        ok &= addresses <= np.uint64(self.size - width)
+        start = np.where(ok, addresses, 0).astype(np.int64) + self.base
+        return self._window(width)[start]
+
+    def offsets(self, starts: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+        """As :meth:`at` for offsets in the map (int64)."""
+        if len(self.data) < width:
+            ok[:] = False
+            return np.zeros((len(starts), width), dtype=np.uint8)
+        ok &= (starts >= 0) & (starts + width <= len(self.data))
+        return self._window(width)[np.where(ok, starts, 0)]
+
+
+def _is(rows: np.ndarray, signature: bytes) -> np.ndarray:
+    return (rows[:, : len(signature)] == np.frombuffer(signature, dtype=np.uint8)).all(axis=1)
+
+
+def _plain_sizes(file_bytes: FileBytes) -> bool:
+    return file_bytes.sizeof_addr == file_bytes.sizeof_size == 8
+
+
+def _walk_many(
+    file_bytes: FileBytes,
+    rows: _Rows,
+    addresses: list[int],
+    kinds: tuple[int, ...],
+    others: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the first unshared message of each of ``kinds`` is in the version-1
+    headers at ``addresses`` (``(n, len(kinds))`` body addresses and lengths), and
+    which rows were read: not those where a message of ``others`` comes first, nor
+    those with two continuations in one block, or whose bytes disagree."""
+    n = len(addresses)
+    size_of_file = np.uint64(file_bytes.size)
+    where = np.asarray(addresses, dtype=np.uint64)
+    ok = np.ones(n, dtype=bool)
+    prefix = rows.at(where, 16, ok)
+    ok &= prefix[:, 0] == 1
+    n_messages = _field(prefix, 2, 2).astype(np.int64)
+    pos = where + np.uint64(16)
+    end = pos + _field(prefix, 8, 4)
+    ok &= end <= size_of_file
+    # The continuation block met in the current block, walked once it ends.
+    next_pos = np.zeros(n, dtype=np.uint64)
+    next_end = np.zeros(n, dtype=np.uint64)
+    body = np.zeros((n, len(kinds)), dtype=np.uint64)
+    length = np.zeros((n, len(kinds)), dtype=np.int64)  # size + 1 once found
+    seen = np.zeros(n, dtype=np.int64)
+    active = ok.copy()
+    refused = np.asarray(others, dtype=np.uint64)
+    for _ in range(_MANY_MESSAGES):
+        move = np.flatnonzero(active & (pos >= end) & (next_end > 0))
+        pos[move], end[move] = next_pos[move], next_end[move]
+        next_end[move] = 0
+        at = np.flatnonzero(active & (pos < end))
+        active[:] = False
+        if not len(at):
+            break
+        step_ok = np.ones(len(at), dtype=bool)
+        message = rows.at(pos[at], 24, step_ok)
+        kind, size = _field(message, 0, 2), _field(message, 2, 2)
+        after = pos[at] + np.uint64(8) + size
+        seen[at] += 1
+        step_ok &= (
+            (after <= end[at])
+            & (size % np.uint64(8) == 0)
+            & (seen[at] <= n_messages[at])
+            & ~np.isin(kind, refused)
+        )
+        continued = step_ok & (kind == _CONTINUATION)
+        target, extent = _field(message, 8, 8), _field(message, 16, 8)
+        fits = (
+            (size >= 16)
+            & (next_end[at] == 0)
+            & (target <= size_of_file)
+            & (extent <= size_of_file - np.minimum(target, size_of_file))
+            & (extent > 0)
+        )
+        step_ok &= ~continued | fits
+        continued &= step_ok
+        next_pos[at[continued]] = target[continued]
+        next_end[at[continued]] = target[continued] + extent[continued]
+        for column, wanted in enumerate(kinds):
+            hit = step_ok & (kind == wanted) & (message[:, 4] & _SHARED == 0)
+            hit &= length[at, column] == 0
+            body[at[hit], column] = pos[at[hit]] + np.uint64(8)
+            length[at[hit], column] = size[hit].astype(np.int64) + 1
+        ok[at[~step_ok]] = False
+        pos[at] = after
+        active[at] = step_ok & ~(length[at] > 0).all(axis=1)
+    ok &= (length > 0).all(axis=1)
+    return body, length - 1, ok
+
+
+def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
+    """:meth:`FileBytes.links` of the groups at ``addresses``, for groups whose header
+    starts with a symbol table message and whose B-tree is one node; None for the
+    others (and for any that is not a group)."""
+    n = len(addresses)
+    if not n or not _plain_sizes(file_bytes):
+        return [None] * n
+    rows = _Rows(file_bytes)
+    undefined = np.uint64(file_bytes.undefined)
+    body, length, ok = _walk_many(
+        file_bytes, rows, addresses, (_SYMBOL_TABLE,), (_LINK_INFO, _LINK, _LAYOUT)
+    )
+    table = rows.at(body[:, 0], 16, ok)
+    ok &= length[:, 0] >= 16
+    btree, heap = _field(table, 0, 8), _field(table, 8, 8)
+    local = rows.at(heap, 32, ok)
+    ok &= _is(local, b"HEAP\0")
+    heap_size, heap_data = _field(local, 8, 8), _field(local, 24, 8)
+    ok &= (heap_data <= np.uint64(file_bytes.size)) & (
+        heap_size <= np.uint64(file_bytes.size) - np.minimum(heap_data, np.uint64(file_bytes.size))
+    )
+    tree = rows.at(btree, 40, ok)
+    ok &= _is(tree, b"TREE\0\0") & (_field(tree, 6, 2) == 1)
+    node = _field(tree, 32, 8)
+    symbols = rows.at(node, 8, ok)
+    count = _field(symbols, 6, 2).astype(np.int64)
+    ok &= _is(symbols, b"SNOD\1") & (count <= _MANY_SYMBOLS)
+    count[~ok] = 0
+    # One row per link: its group (row), and its entry in the symbol node.
+    row = np.repeat(np.arange(n), count)
+    number = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    entry_ok = np.ones(len(row), dtype=bool)
+    entries = rows.at(
+        node[row] + np.uint64(8) + np.uint64(40) * number.astype(np.uint64), 24, entry_ok
+    )
+    offset, target = _field(entries, 0, 8), _field(entries, 8, 8)
+    entry_ok &= (
+        (_field(entries, 16, 4) != _CACHED_SOFT_LINK)
+        & (target != undefined)
+        & (target < np.uint64(file_bytes.size))
+        & (offset < heap_size[row])
+    )
+    window = rows.at(heap_data[row] + np.minimum(offset, heap_size[row]), _NAME_WINDOW, entry_ok)
+    inside = offset[:, None] + np.arange(_NAME_WINDOW, dtype=np.uint64) < heap_size[row][:, None]
+    ends = (window == 0) & inside
+    entry_ok &= ends.any(axis=1)
+    ok[row[~entry_ok]] = False
+    keep = ok[row]
+    row, target, window, ends = row[keep], target[keep], window[keep], ends[keep]
+    length = ends.argmax(axis=1)
+    window[np.arange(_NAME_WINDOW) >= length[:, None]] = 0
+    names, rank = np.unique(
+        np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
+    )
+    text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
+    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
+    for group, name, address in zip(
+        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
+    ):
+        links = found[group]
+        assert links is not None
+        links.append((text[name], address))
+    return found
+
+
+def many_datasets(file_bytes: FileBytes, addresses: list[int]) -> ManyDatasets:
+    """What the version-1 headers of the virtual datasets at ``addresses`` say, read
+    up to their dataspace, datatype and layout messages; None for any other object
+    (a group, a header continued before those messages, a rank above 4)."""
+    if not addresses or not _plain_sizes(file_bytes):
+        return many_datasets(file_bytes, [0])  # a row that is not read
+    rows = _Rows(file_bytes)
+    body, length, ok = _walk_many(
+        file_bytes,
+        rows,
+        addresses,
+        (_DATASPACE, _DATATYPE, _LAYOUT),
+        (_SYMBOL_TABLE, _LINK_INFO, _LINK),
+    )
+    # The dataspace: version, rank, flags, (type), then the dimensions (and maxima).
+    space = rows.at(body[:, 0], 8 + 16 * _MANY_RANK, ok)
+    version, rank, flags = space[:, 0], space[:, 1].astype(np.int64), space[:, 2]
+    ok &= ((version == 1) | ((version == 2) & (space[:, 3] < 2))) & (rank <= _MANY_RANK)
+    start = np.where(version == 1, 8, 4)
+    has_max = (flags & 1).astype(np.int64)
+    ok &= length[:, 0] >= start + 8 * rank * (1 + has_max)
+    dims = np.stack([_field(space, start + 8 * axis, 8) for axis in range(_MANY_RANK)], axis=1)
+    below = np.minimum(rank, _MANY_RANK)
+    maxima = np.stack(
+        [_field(space, start + 8 * (below + axis), 8) for axis in range(_MANY_RANK)], axis=1
+    )
+    valid = np.arange(_MANY_RANK) < rank[:, None]
+    over = valid & (has_max[:, None] == 1) & (maxima != undefined_of(file_bytes)) & (dims > maxima)
+    ok &= ~over.any(axis=1)
+    datatype = rows.at(body[:, 1], 8, ok)
+    ok &= length[:, 1] >= 8
+    layout = rows.at(body[:, 2], 14, ok)
+    ok &= (length[:, 2] >= 14) & (layout[:, 0] == 4) & (layout[:, 1] == _LAYOUT_VIRTUAL)
+    heap, index = _field(layout, 2, 8), _field(layout, 10, 4)
+    no_heap = heap == undefined_of(file_bytes)
+    return ManyDatasets(
+        ok=ok,
+        rank=rank,
+        dims=dims,
+        type_class=datatype[:, 0] & 0x0F,
+        element_size=_field(datatype, 4, 4),
+        has_heap=~no_heap,
+        heap=heap,
+        index=index,
+    )
+
+
+def undefined_of(file_bytes: FileBytes) -> np.uint64:
+    return np.uint64(file_bytes.undefined)
+
+
+def many_mappings(
+    file_bytes: FileBytes, heap: np.ndarray, index: np.ndarray, rank: int
+) -> ManyMappings:
+    """The mapping lists at global heap objects ``(heap[i], index[i])`` of virtual
+    datasets of rank ``rank``, read at once where a list is of version 0 and every
+    mapping reads one block of the same source into one block."""
+    n = len(heap)
+    ok = np.ones(n, dtype=bool)
+    starts = np.zeros(n, dtype=np.int64)
+    sizes = np.zeros(n, dtype=np.int64)
+    collections = file_bytes._collections
+    for address in np.unique(heap).tolist():
+        if address not in collections:
+            try:
+                collections[address] = file_bytes._collection(address)
+            except Unreadable:
+                collections[address] = {}
+    for i, (address, number) in enumerate(zip(heap.tolist(), index.tolist())):
+        where = collections[address].get(number)
+        if where is None:
+            ok[i] = False
+        else:
+            starts[i], sizes[i] = where
+    rows = _Rows(file_bytes)
+    head = rows.offsets(starts, 9 + _NAMES_WINDOW, ok)
+    count = _field(head, 1, 8)
+    ok &= (head[:, 0] == 0) & (count >= 1) & (count <= np.uint64(1 << 32))
+    # The two names of the first mapping: where the window's first two NULs are.
+    inside = np.arange(_NAMES_WINDOW) < (sizes - 13)[:, None]
+    nul = (head[:, 9:] == 0) & inside
+    first = nul.argmax(axis=1)
+    nul[np.arange(n), first] = False
+    second = nul.argmax(axis=1)
+    ok &= nul.any(axis=1) & (second > first)
+    names = second + 1  # bytes of both names and their NULs
+    entry = names + 2 * (24 + 8 * rank)
+    count = count.astype(np.int64)
+    ok &= sizes - 13 == count * entry
+    selection = np.frombuffer(
+        struct.pack("<6I", _SEL_HYPERSLABS, 1, 0, 8 + 8 * rank, rank, 1), dtype=np.uint8
+    )
+    source_name = np.zeros(n, dtype=np.int64)
+    owners: list[np.ndarray] = []
+    nothing = np.zeros((0, 2 * rank), dtype=np.int64)
+    sources, virtuals = [nothing], [nothing]
+    known: dict[bytes, int] = {}
+    text: list[tuple[bytes, bytes]] = []
+    for name_bytes in np.unique(names[ok]).tolist():
+        rowset = np.flatnonzero(ok & (names == name_bytes))
+        per = count[rowset]
+        owner = np.repeat(rowset, per)
+        number = np.arange(len(owner)) - np.repeat(np.cumsum(per) - per, per)
+        width = name_bytes + 2 * (24 + 8 * rank)
+        entry_ok = np.ones(len(owner), dtype=bool)
+        entries = rows.offsets(starts[owner] + 9 + number * width, width, entry_ok)
+        virtual_at = name_bytes + 24 + 8 * rank
+        entry_ok &= (
+            (entries[:, :name_bytes] == head[owner, 9 : 9 + name_bytes]).all(axis=1)
+            & (entries[:, name_bytes : name_bytes + 24] == selection).all(axis=1)
+            & (entries[:, virtual_at : virtual_at + 24] == selection).all(axis=1)
+        )
+        ok[owner[~entry_ok]] = False
+        raw = np.ascontiguousarray(head[rowset, 9 : 9 + name_bytes]).view(f"V{name_bytes}")
+        unique, inverse = np.unique(raw[:, 0], return_inverse=True)
+        for value in unique:
+            key = bytes(value)
+            if key not in known:
+                known[key] = len(text)
+                file_name, _, dataset_name = key[:-1].partition(b"\0")
+                text.append((file_name, dataset_name))
+        source_name[rowset] = np.asarray([known[bytes(value)] for value in unique])[inverse.ravel()]
+        owners.append(owner)
+        sources.append(np.ascontiguousarray(entries[:, name_bytes + 24 : virtual_at]).view("<u4"))
+        virtuals.append(np.ascontiguousarray(entries[:, virtual_at + 24 :]).view("<u4"))
+    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+    order = np.argsort(owner, kind="stable")  # each row's blocks together, in order
+    count[~ok] = 0
+    starts_of = np.zeros(n, dtype=np.int64)
+    taken = np.isin(owner[order], np.flatnonzero(ok))
+    order = order[taken]
+    kept = np.bincount(owner[order], minlength=n)
+    starts_of[1:] = np.cumsum(kept)[:-1]
+    return ManyMappings(
+        ok=ok,
+        names=text,
+        source_name=source_name,
+        first=starts_of,
+        count=kept,
+        source=np.concatenate(sources).astype(np.int64)[order],
+        virtual=np.concatenate(virtuals).astype(np.int64)[order],
+    )
