@@ -414,7 +414,10 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
             for version in obj.versions:
                 usage.versions[version]["logical_bytes"] += logical
             if key is not None:
-                per_store.setdefault((obj.path, key), _StoreRuns()).add(obj, runs)
+                store_runs = per_store.get((obj.path, key))
+                if store_runs is None:
+                    store_runs = per_store[obj.path, key] = _StoreRuns()
+                store_runs.add(obj, runs)
             advance(1)
             if obj.path.rpartition("/")[2] == TABLE[1]:
                 _note_column(state, obj, columns)
@@ -540,6 +543,7 @@ def _walk_links(
     #: group, address), by the group's address: a group linked into many versions
     #: is walked once.
     below: dict[int, list[tuple[str, int]]] = {}
+    named: dict[tuple[str, int], list[tuple[str, int]]] = {}  # the same, as ``leaf/path``
     open_groups: set[int] = set()  # the groups being walked (a cycle is damage)
 
     def flatten(group: int) -> list[tuple[str, int]]:
@@ -551,10 +555,15 @@ def _walk_links(
             if member not in links_of:
                 flat.append((leaf, member))
                 continue
-            known = below.get(member)
+            known = named.get((leaf, member))
             if known is None:
-                known = below[member] = flatten(member)
-            flat += [(f"{leaf}/{path}", address) for path, address in known]
+                inside = below.get(member)
+                if inside is None:
+                    inside = below[member] = flatten(member)
+                known = named[leaf, member] = [
+                    (f"{leaf}/{path}", address) for path, address in inside
+                ]
+            flat += known
         open_groups.discard(group)
         return flat
 

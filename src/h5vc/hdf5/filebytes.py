@@ -388,24 +388,27 @@ class FileBytes:
         """The objects of the global heap collection at ``address``."""
         prefix = 8 + self.sizeof_size  # "GCOL", version, 3 reserved bytes, size
         pos = self._at(address, prefix)
-        if self.map[pos : pos + 4] != b"GCOL":
+        data = self.map
+        if data[pos : pos + 4] != b"GCOL":
             raise Unreadable(f"no global heap collection at {address}")
-        (size,) = self._length.unpack_from(self.map, pos + 8)
+        (size,) = self._length.unpack_from(data, pos + 8)
         if not prefix <= size <= _MAX_BLOCK:
             raise Unreadable(f"a global heap collection of {size} bytes")
         end = self._at(address, size) + size
         entry = self._global.size  # index, reference count, reserved, object size
+        last = end - entry
         unpack = self._global.unpack_from
         objects: dict[int, tuple[int, int]] = {}
         pos += prefix
-        while pos + entry <= end:
-            number, length = unpack(self.map, pos)
+        while pos <= last:
+            number, length = unpack(data, pos)
             if number == 0:
                 break  # the free space closes the collection
-            if pos + entry + length > end:
+            pos += entry
+            if pos + length > end:
                 raise Unreadable(f"heap object {number} overruns its collection")
-            objects[number] = (pos + entry, length)
-            pos += entry + -(-length // 8) * 8
+            objects[number] = (pos, length)
+            pos += (length + 7) & ~7
         return objects
 
     def _decode(self, blob: bytes, ndim: int) -> Mappings | None:
