@@ -7,16 +7,16 @@ list in their general form (70 us a dataset).  :class:`FileBytes` maps the file 
 memory once and reads what such a walk needs with a few ``struct`` calls per object:
 
 - the messages of a version-1 object header (:meth:`FileBytes.header`);
-- the members of a group (:meth:`FileBytes.links`): a symbol table (version-1 B-tree,
-  symbol nodes, local heap: HDF5's default) or compact link messages;
+- the members of a group (:meth:`FileBytes.links`) kept in a symbol table (version-1
+  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version);
 - a dataset's dimensions and element size (:meth:`FileBytes.dims`,
   :meth:`FileBytes.element`);
 - a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
   versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
   selections are version-1 hyperslab blocks.
 
-Anything else (version-2 headers, dense link storage, soft or external links, other
-encodings) and any length or signature that disagrees with the bytes raises
+Anything else (version-2 headers, groups keeping links as link messages, soft links,
+other encodings) and any length or signature that disagrees with the bytes raises
 :class:`Unreadable`, or answers None where the caller can read that one object through
 the general readers: those readers (and HDF5) then read it and report damage as damage.
 
@@ -228,8 +228,8 @@ class FileBytes:
             found: list[tuple[str, int]] = []
             for node in self._symbol_nodes(btree, 0):
                 found += self._symbols(node, names)
-        elif _LINK_INFO in header.messages:
-            found = self._link_messages(header)
+        elif _LINK_INFO in header.messages or header.links:
+            raise Unreadable("a group keeping its links as link messages")
         else:
             return None
         if len(found) > 1:
@@ -286,37 +286,6 @@ class FileBytes:
             found.append((names[offset:stop].decode(), target))
             pos += entry
         return found
-
-    def _link_messages(self, header: Header) -> list[tuple[str, int]]:
-        """The links of a group stored as link messages (compact storage)."""
-        pos, length = header.messages[_LINK_INFO]
-        info = self.map[pos : pos + length]
-        at = 2 + (8 if len(info) > 1 and info[1] & 1 else 0)
-        if len(info) < at + self.sizeof_addr or info[0] != 0:
-            raise Unreadable("a link info message of an unknown form")
-        (heap,) = self._addr.unpack_from(info, at)
-        if heap != self.undefined:
-            raise Unreadable("links in dense storage")
-        return [self._link(self.map[p : p + n]) for p, n in header.links]
-
-    def _link(self, message: bytes) -> tuple[str, int]:
-        """The name and target of a hard link's message."""
-        if len(message) < 2 or message[0] != 1:
-            raise Unreadable("a link message of an unknown version")
-        flags = message[1]
-        pos = 2
-        if flags & 0x08:  # the link type
-            if len(message) < 3 or message[2] != 0:
-                raise Unreadable("a soft or external link")
-            pos += 1
-        pos += (8 if flags & 0x04 else 0) + (1 if flags & 0x10 else 0)
-        width = 1 << (flags & 0x03)
-        length = int.from_bytes(message[pos : pos + width], "little")
-        pos += width
-        if pos + length + self.sizeof_addr > len(message):
-            raise Unreadable("a link message is too short")
-        (target,) = self._addr.unpack_from(message, pos + length)
-        return message[pos : pos + length].decode(), target
 
     def dims(self, header: Header) -> tuple[int, ...] | None:
         """The dimensions the dataspace message of ``header`` gives; None without one,
