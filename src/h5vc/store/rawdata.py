@@ -40,6 +40,7 @@ from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
 from h5vc.store import fastread
+from h5vc.store.groups import require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -195,7 +196,7 @@ class RawDataStore:
         filters: dict[str, Any] | None = None,
     ) -> RawDataStore:
         """Create the group ``parent/path`` with an empty raw_data and hash_table."""
-        group = parent.require_group(path)
+        group = require_groups(parent, path)
         create_kwargs: dict[str, Any] = dict(filters or {})
         if fillvalue is not None and dtype.kind != "O":
             create_kwargs["fillvalue"] = fillvalue

@@ -21,6 +21,7 @@ from h5vc.hdf5.mappings import Mappings, stored_mappings
 from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.groups import new_group, require_groups
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
@@ -82,8 +83,10 @@ def initialize(
     (:data:`~h5vc.store.layout.DATA_VERSION_COMPAT`, one mapping per chunk, no
     time index), which versioned-hdf5 reads and writes too.
     """
-    versions = root.create_group(f"{layout.VERSION_DATA}/{layout.VERSIONS}")
-    first = versions.create_group(layout.FIRST_VERSION)
+    # The versions group stays of the old kind: its attributes are rewritten at every
+    # commit, which in a header full of link messages moves them to new file space.
+    versions = require_groups(root, layout.VERSION_DATA).create_group(layout.VERSIONS)
+    first = new_group(versions, layout.FIRST_VERSION)
     first.attrs[layout.ATTR_TIMESTAMP] = timestamp
     versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
     versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(data_version)
@@ -438,7 +441,7 @@ def copy_attrs(source: h5py.AttributeManager, target: h5py.AttributeManager) -> 
 
 def copy_group(source: h5py.Group, group: h5py.Group, name: str) -> h5py.Group:
     """A new empty group ``group[name]`` with the attributes of ``source``."""
-    sub = group.create_group(name)
+    sub = new_group(group, name)
     write_attrs(sub, read_attributes(source.attrs, frozenset()))
     return sub
 
