@@ -86,3 +86,22 @@ def test_require_groups_refuses_a_dataset_on_the_path(tmp_path) -> None:
             groups.require_groups(f, "a/b/c")
         assert groups.require_groups(f, "a/c/d").name == "/a/c/d"
         assert "d" in f["a/c"]
+
+
+def test_hash_table_chunks_follow_small_chunks(path: str) -> None:
+    with h5vc.open(path, "w") as vf, vf.stage_version("v1") as g:
+        g.create_dataset("tiny", data=np.arange(3), chunks=(3,))
+        g.create_dataset("small", data=np.arange(2000, dtype=np.int32), chunks=(256,))
+        g.create_dataset("big", data=np.arange(5000.0), chunks=(1000,))
+    with h5py.File(path, "r") as f:
+        assert f["_version_data/tiny/hash_table"].chunks == (8,)  # the least
+        assert f["_version_data/small/hash_table"].chunks == (16,)  # 768 <= 1024 bytes
+        assert f["_version_data/big/hash_table"].chunks == (64,)  # the most
+    with h5vc.open(path, "r+") as vf:
+        for n in range(2, 14):  # more chunks than one hash-table chunk holds
+            with vf.stage_version(f"v{n}") as g:
+                g["tiny"][0] = n
+        assert vf["v13"]["tiny"][()].tolist() == [13, 1, 2]
+        assert vf["v5"]["tiny"][()].tolist() == [5, 1, 2]
+    with h5py.File(path, "r") as f:
+        assert f["_version_data/tiny/hash_table"].attrs["largest_index"] == 13

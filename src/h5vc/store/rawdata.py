@@ -45,9 +45,9 @@ from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
     HASH_TABLE,
-    HASH_TABLE_CHUNKS,
     HASH_TABLE_DTYPE,
     RAW_DATA,
+    hash_table_rows,
 )
 
 __all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
@@ -217,7 +217,7 @@ class RawDataStore:
             HASH_TABLE,
             shape=(1,),
             dtype=HASH_TABLE_DTYPE,
-            chunks=HASH_TABLE_CHUNKS,
+            chunks=(hash_table_rows(dtype, chunks),),
             maxshape=(None,),
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
