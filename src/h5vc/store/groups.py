@@ -90,11 +90,14 @@ def _group_calls() -> Callable[[int], bool] | None:
     if path is None:
         return None
     try:
+        # h5py's lock around every call into HDF5 (its library is not thread-safe).
+        from h5py._objects import phil
+
         library = ctypes.CDLL(str(path), mode=_OPEN_LOADED)
         phase = library.H5Pset_link_phase_change
         fletcher = library.H5Pset_fletcher32
         version = library.H5get_libversion
-    except (OSError, AttributeError):
+    except (ImportError, OSError, AttributeError):
         return None
     phase.argtypes = [ctypes.c_int64, ctypes.c_uint, ctypes.c_uint]
     phase.restype = ctypes.c_int
@@ -103,11 +106,14 @@ def _group_calls() -> Callable[[int], bool] | None:
     version.argtypes = [ctypes.POINTER(ctypes.c_uint)] * 3
     version.restype = ctypes.c_int
     numbers = [ctypes.c_uint() for _ in range(3)]
-    if version(*numbers) < 0 or tuple(n.value for n in numbers) != h5py.version.hdf5_version_tuple:
+    with phil:
+        found = version(*numbers)
+    if found < 0 or tuple(n.value for n in numbers) != h5py.version.hdf5_version_tuple:
         return None  # not the library h5py's own identifiers belong to
 
     def calls(gcpl: int) -> bool:
-        return phase(gcpl, COMPACT_LINKS, _DENSE_BELOW) >= 0 and fletcher(gcpl) >= 0
+        with phil:
+            return phase(gcpl, COMPACT_LINKS, _DENSE_BELOW) >= 0 and fletcher(gcpl) >= 0
 
     # A library that does not know h5py's identifiers fails here.  (The list is
     # kept in a name: its identifier is closed as soon as the object is freed.)
