@@ -40,13 +40,14 @@ from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
 from h5vc.store import fastread
+from h5vc.store.groups import require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
     HASH_TABLE,
-    HASH_TABLE_CHUNKS,
     HASH_TABLE_DTYPE,
     RAW_DATA,
+    hash_table_rows,
 )
 
 __all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
@@ -195,7 +196,7 @@ class RawDataStore:
         filters: dict[str, Any] | None = None,
     ) -> RawDataStore:
         """Create the group ``parent/path`` with an empty raw_data and hash_table."""
-        group = parent.require_group(path)
+        group = require_groups(parent, path)
         create_kwargs: dict[str, Any] = dict(filters or {})
         if fillvalue is not None and dtype.kind != "O":
             create_kwargs["fillvalue"] = fillvalue
@@ -216,7 +217,7 @@ class RawDataStore:
             HASH_TABLE,
             shape=(1,),
             dtype=HASH_TABLE_DTYPE,
-            chunks=HASH_TABLE_CHUNKS,
+            chunks=(hash_table_rows(dtype, chunks),),
             maxshape=(None,),
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
