@@ -19,19 +19,23 @@ they are called on the HDF5 library h5py itself loaded (found among the mapped f
 of the process, opened only if it is loaded already, and checked to be h5py's by its
 version and by a call on one of h5py's property lists).  Where that library cannot be
 found, groups are created as h5py creates them (the old kind).
+
+:func:`compact_chunk_index` uses the same library for the chunk index of small chunk
+stores: see its docstring.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import h5py
 
-__all__ = ["COMPACT_LINKS", "new_group", "require_groups"]
+__all__ = ["COMPACT_LINKS", "compact_chunk_index", "new_group", "require_groups"]
 
 #: Links kept in a group's header before it moves to dense storage (a lookup scans
 #: the header's link messages, so very large groups are better indexed).
@@ -69,6 +73,61 @@ def require_groups(parent: h5py.Group, path: str) -> h5py.Group:
         else:
             group = new_group(group, part)
     return group
+
+
+@contextlib.contextmanager
+def compact_chunk_index(file: h5py.File) -> Iterator[bool]:
+    """Chunked datasets created in ``file`` inside this block get HDF5 1.10's chunk
+    indexes (yields True when so, False where they cannot).
+
+    HDF5 writes a chunked dataset's layout message at version 4 when the file's low
+    library bound is 1.10 or later at its creation; its chunks are then indexed by an
+    extensible array (one unlimited dimension: about 150 bytes for a few chunks),
+    not by a version-1 B-tree, whose first node takes 2 KiB however few chunks it
+    indexes.  The low bound is raised for the block (``H5Fset_libver_bounds``, which
+    h5py does not wrap) and put back as it was, so nothing else in the file is written
+    in a newer format; the superblock keeps its version.  Where the library cannot be
+    found, or the file's high bound is below 1.10, nothing changes.
+    """
+    call = _bounds_call()
+    low, high = file.id.get_access_plist().get_libver_bounds()
+    if call is None or low >= h5py.h5f.LIBVER_V110 or high < h5py.h5f.LIBVER_V110:
+        yield low >= h5py.h5f.LIBVER_V110
+        return
+    if not call(file.id.id, h5py.h5f.LIBVER_V110, high):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        if not call(file.id.id, low, high):
+            raise OSError(
+                f"Could not restore the library bounds ({low}, {high}) of {file.filename!r}."
+            )
+
+
+@functools.cache
+def _bounds_call() -> Callable[[int, int, int], bool] | None:
+    """``H5Fset_libver_bounds`` of the HDF5 library h5py runs on (True when done), or
+    None where that library cannot be found."""
+    if _group_calls() is None:  # not h5py's own library
+        return None
+    path = _loaded_hdf5()
+    try:
+        from h5py._objects import phil
+
+        library = ctypes.CDLL(str(path), mode=_OPEN_LOADED)
+        bounds = library.H5Fset_libver_bounds
+    except (ImportError, OSError, AttributeError):
+        return None
+    bounds.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int]
+    bounds.restype = ctypes.c_int
+
+    def call(file_id: int, low: int, high: int) -> bool:
+        with phil:
+            return bool(bounds(file_id, low, high) >= 0)
+
+    return call
 
 
 def _group_creation() -> h5py.h5p.PropGCID | None:

@@ -87,9 +87,24 @@ HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,)
 HASH_TABLE_CHUNKS = (64,)
 #: A store whose chunks are smaller than a 64-row chunk of its hash table (3 KiB) gets
 #: hash-table chunks of about its own chunk size, at least this many rows: 100 datasets
-#: of 3 int64 pay 384 bytes each for their tables instead of 3 KiB.  A dataset made of
-#: tiny chunks has as many raw_data chunks to index as 8-row table chunks.
-HASH_TABLE_MIN_ROWS = 8
+#: of 3 int64 pay 96 bytes each for their tables instead of 3 KiB.  Such a store is
+#: small (:data:`SMALL_CHUNK_BYTES`): its table's chunks are indexed by an extensible
+#: array, 8 bytes a chunk, and a table of many tiny chunks has half as many chunks to
+#: read as its raw_data.
+HASH_TABLE_MIN_ROWS = 2
+#: A store whose chunks are smaller than this many bytes indexes the chunks of its
+#: raw_data and hash_table in extensible arrays (layout message version 4, HDF5 1.10)
+#: rather than version-1 B-trees: 100 datasets of 3 int64 pay about 300 bytes each
+#: for both indexes instead of 4 KiB.  Bigger stores keep B-trees, which reads parse
+#: from the file's bytes (:mod:`h5vc.hdf5.btree`); an extensible array is read
+#: through HDF5's chunk iteration.
+SMALL_CHUNK_BYTES = HASH_TABLE_CHUNKS[0] * HASH_TABLE_DTYPE.itemsize
+
+
+def small_chunks(dtype: np.dtype, chunks: tuple[int, ...]) -> bool:
+    """Whether a store of ``dtype`` and ``chunks`` is small (:data:`SMALL_CHUNK_BYTES`)."""
+    chunk_bytes = int(np.prod(chunks, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return chunk_bytes < SMALL_CHUNK_BYTES
 
 
 def hash_table_rows(dtype: np.dtype, chunks: tuple[int, ...]) -> int:

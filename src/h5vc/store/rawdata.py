@@ -21,6 +21,7 @@ to, so a commit costs O(chunks written), not O(chunks ever stored).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -40,7 +41,7 @@ from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
 from h5vc.store import fastread
-from h5vc.store.groups import require_groups
+from h5vc.store.groups import compact_chunk_index, require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
@@ -48,6 +49,7 @@ from h5vc.store.layout import (
     HASH_TABLE_DTYPE,
     RAW_DATA,
     hash_table_rows,
+    small_chunks,
 )
 
 __all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
@@ -200,26 +202,29 @@ class RawDataStore:
         create_kwargs: dict[str, Any] = dict(filters or {})
         if fillvalue is not None and dtype.kind != "O":
             create_kwargs["fillvalue"] = fillvalue
-        raw_data = group.create_dataset(
-            RAW_DATA,
-            shape=(0, *tuple(chunks[1:])),
-            dtype=dtype,
-            chunks=tuple(chunks),
-            maxshape=(None, *tuple(chunks[1:])),
-            **create_kwargs,
-        )
+        with contextlib.ExitStack() as bounds:
+            if small_chunks(dtype, chunks):
+                bounds.enter_context(compact_chunk_index(group.file))
+            raw_data = group.create_dataset(
+                RAW_DATA,
+                shape=(0, *tuple(chunks[1:])),
+                dtype=dtype,
+                chunks=tuple(chunks),
+                maxshape=(None, *tuple(chunks[1:])),
+                **create_kwargs,
+            )
+            # One zeroed row to start with, as the format's other writer does; rows
+            # past largest_index are never read.  Uncompressed: a compressed chunk
+            # changes size when rows are appended and is rewritten to new file space
+            # at every commit, which the file never gets back.
+            hash_table = group.create_dataset(
+                HASH_TABLE,
+                shape=(1,),
+                dtype=HASH_TABLE_DTYPE,
+                chunks=(hash_table_rows(dtype, chunks),),
+                maxshape=(None,),
+            )
         raw_data.attrs[ATTR_CHUNKS] = np.asarray(chunks, dtype=np.int64)
-        # One zeroed row to start with, as the format's other writer does; rows
-        # past largest_index are never read.  Uncompressed: a compressed chunk
-        # changes size when rows are appended and is rewritten to new file space
-        # at every commit, which the file never gets back.
-        hash_table = group.create_dataset(
-            HASH_TABLE,
-            shape=(1,),
-            dtype=HASH_TABLE_DTYPE,
-            chunks=(hash_table_rows(dtype, chunks),),
-            maxshape=(None,),
-        )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
         for name in (RAW_DATA, HASH_TABLE):
             trust_dataset_header(group, name)  # maybe not in the file yet
