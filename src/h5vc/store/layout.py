@@ -87,18 +87,19 @@ HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,)
 HASH_TABLE_CHUNKS = (64,)
 #: A store whose chunks are smaller than a 64-row chunk of its hash table (3 KiB) gets
 #: hash-table chunks of about its own chunk size, at least this many rows: 100 datasets
-#: of 3 int64 pay 96 bytes each for their tables instead of 3 KiB.  Such a store is
-#: small (:data:`SMALL_CHUNK_BYTES`): its table's chunks are indexed by an extensible
-#: array, 8 bytes a chunk, and a table of many tiny chunks has half as many chunks to
-#: read as its raw_data.
+#: of 3 int64 pay 96 bytes each for their tables instead of 3 KiB.  Only stores of
+#: chunks under 192 bytes get that few rows; they are small (:data:`SMALL_CHUNK_BYTES`),
+#: so their table's chunks are indexed by an extensible array, 8 bytes a chunk, and a
+#: table of many tiny chunks has at most half as many chunks to read as its raw_data.
 HASH_TABLE_MIN_ROWS = 2
-#: A store whose chunks are smaller than this many bytes indexes the chunks of its
-#: raw_data and hash_table in extensible arrays (layout message version 4, HDF5 1.10)
-#: rather than version-1 B-trees: 100 datasets of 3 int64 pay about 300 bytes each
-#: for both indexes instead of 4 KiB.  Bigger stores keep B-trees, which reads parse
-#: from the file's bytes (:mod:`h5vc.hdf5.btree`); an extensible array is read
-#: through HDF5's chunk iteration.
-SMALL_CHUNK_BYTES = HASH_TABLE_CHUNKS[0] * HASH_TABLE_DTYPE.itemsize
+#: A store whose chunks are smaller than this many bytes (a quarter of the 2 KiB first
+#: node of a version-1 B-tree) indexes the chunks of its raw_data and hash_table in
+#: extensible arrays (layout message version 4, HDF5 1.10) rather than B-trees: 100
+#: datasets of 3 int64 pay about 300 bytes each for both indexes instead of 4 KiB.
+#: Bigger stores keep B-trees, which reads of a file opened read-only parse from its
+#: bytes (:mod:`h5vc.hdf5.btree`); an extensible array is read through HDF5's chunk
+#: iteration (about 2.5 µs a chunk, once per open store).
+SMALL_CHUNK_BYTES = 512
 
 
 def small_chunks(dtype: np.dtype, chunks: tuple[int, ...]) -> bool:
