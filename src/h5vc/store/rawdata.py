@@ -149,6 +149,9 @@ class RawDataStore:
         #: Appended chunks still being encoded: (first row, their stored bytes in order).
         self._unwritten: list[tuple[int, Iterator[bytes]]] = []
         self._n_rows_read: int | None = None
+        #: Whether raw_data stores chunks as their bytes in memory: no filters, and
+        #: its file type is its dtype's own (found on the first write).
+        self._stores_raw_bytes: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -437,7 +440,16 @@ class RawDataStore:
         pipeline = self.pipeline
         if pipeline is None:
             whole = len(data) // c0 * c0
-            if whole == len(data) or first + count > held:
+            if whole == len(data) and self._writes_raw_bytes(data):
+                # Whole chunks, laid out as stored: their bytes go to the file as they
+                # are, with no pass through HDF5's selections.
+                codecs.write_encoded(
+                    self.raw_data.id,
+                    np.split(data.reshape(-1).view(np.uint8), count),
+                    first * c0,
+                    self.chunks,
+                )
+            elif whole == len(data) or first + count > held:
                 # A short last chunk in a new slot: HDF5 fills the rest of it.
                 self.raw_data[first * c0 : first * c0 + len(data)] = data
             else:
@@ -459,6 +471,20 @@ class RawDataStore:
         # Chunks written over free slots may have moved in the file (compressed ones
         # of another size): those are looked up again.
         fastread.forget(self.raw_data, appended=first >= held)
+
+    def _writes_raw_bytes(self, data: np.ndarray) -> bool:
+        """Whether ``data`` (chunks back to back along axis 0) holds exactly the bytes
+        raw_data stores for them: raw_data has no filters, and ``data`` is C-contiguous,
+        of raw_data's own numeric type."""
+        if not data.flags.c_contiguous or data.dtype.kind not in "biufc":
+            return False
+        if self._stores_raw_bytes is None:
+            dataset_id = self.raw_data.id
+            self._stores_raw_bytes = bool(
+                dataset_id.get_create_plist().get_nfilters() == 0
+                and h5py.h5t.py_create(self.dtype) == dataset_id.get_type()
+            )
+        return self._stores_raw_bytes and data.dtype == self.dtype
 
     def _write_unwritten(self) -> None:
         """Store the oldest batch of encoded chunks still unwritten."""
