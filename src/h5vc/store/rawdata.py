@@ -21,6 +21,7 @@ to, so a commit costs O(chunks written), not O(chunks ever stored).
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -406,12 +407,22 @@ class RawDataStore:
         fill = writer.fill
         chunk_bytes = max(1, math.prod(chunks) * values.dtype.itemsize)
         jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
+        # Buffers of batches already written (unfiltered chunks are written before
+        # place() returns), gathered into again: faulting fresh pages in costs more
+        # than the copy into them.
+        spare: collections.deque[np.ndarray] = collections.deque()
+        recycle = self.pipeline is None
         try:
-            for blocks, batch, stacked, digests in prefetch(
-                lambda blocks: _gather(values, chunks, fill, blocks), jobs, codecs.workers()
+            for blocks, batch, stacked, digests, buffer in prefetch(
+                lambda blocks: _gather(values, chunks, fill, blocks, spare),
+                jobs,
+                codecs.workers(),
             ):
                 placed = np.empty(len(batch), dtype=np.int64)
                 writer.place(batch, digests, stacked, placed)
+                if recycle and buffer is not None:
+                    spare.append(buffer)
+                del batch, stacked
                 offset = 0
                 for column, first, last in blocks:
                     where: tuple[slice | int, ...] = (slice(first, last), *column)
@@ -443,12 +454,10 @@ class RawDataStore:
             if whole == len(data) and self._writes_raw_bytes(data):
                 # Whole chunks, laid out as stored: their bytes go to the file as they
                 # are, with no pass through HDF5's selections.
-                codecs.write_encoded(
-                    self.raw_data.id,
-                    np.split(data.reshape(-1).view(np.uint8), count),
-                    first * c0,
-                    self.chunks,
-                )
+                write = self.raw_data.id.write_direct_chunk
+                corner = (0,) * (len(self.chunks) - 1)
+                for i, stored in enumerate(np.split(data.reshape(-1).view(np.uint8), count)):
+                    write(((first + i) * c0, *corner), stored, 0)
             elif whole == len(data) or first + count > held:
                 # A short last chunk in a new slot: HDF5 fills the rest of it.
                 self.raw_data[first * c0 : first * c0 + len(data)] = data
@@ -678,10 +687,15 @@ def _column_blocks(grid: tuple[int, ...], per_batch: int) -> Iterator[list[_Bloc
 
 
 def _gather(
-    values: np.ndarray, chunks: tuple[int, ...], fill: Any, blocks: list[_Block]
-) -> tuple[list[_Block], list[np.ndarray], np.ndarray, list[bytes]]:
+    values: np.ndarray,
+    chunks: tuple[int, ...],
+    fill: Any,
+    blocks: list[_Block],
+    spare: collections.deque[np.ndarray],
+) -> tuple[list[_Block], list[np.ndarray], np.ndarray, list[bytes], np.ndarray | None]:
     """The chunks of ``blocks`` of ``values`` (trimmed to its edge), stacked along axis 0,
-    and their digests."""
+    their digests, and the byte buffer they were copied into (taken from ``spare`` if
+    one there is large enough; None when no copy was made)."""
     c0 = chunks[0]
     regions = []
     for column, first, last in blocks:
@@ -691,9 +705,16 @@ def _gather(
     if len(regions) == 1 and regions[0].flags.c_contiguous and regions[0].shape[1:] == chunks[1:]:
         stacked = regions[0]  # already the stored layout: no copy
         batch = [stacked[i : i + c0] for i in range(0, len(stacked), c0)]
-        return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
+        return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch], None
     count = sum(last - first for _, first, last in blocks)
-    stacked = np.empty((count * c0, *chunks[1:]), dtype=values.dtype)
+    stacked_shape = (count * c0, *chunks[1:])
+    buffer = None
+    if values.dtype.hasobject:
+        stacked = np.empty(stacked_shape, dtype=values.dtype)
+    else:
+        nbytes = math.prod(stacked_shape) * values.dtype.itemsize
+        buffer = _take(spare, nbytes)
+        stacked = buffer[:nbytes].view(values.dtype).reshape(stacked_shape)
     batch = []
     row = 0
     for region, (_, first, last) in zip(regions, blocks):
@@ -706,7 +727,17 @@ def _gather(
             where = (slice(start, min(start + c0, len(region))), *across)
             batch.append(target[where])
         row += len(target)
-    return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
+    return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch], buffer
+
+
+def _take(spare: collections.deque[np.ndarray], nbytes: int) -> np.ndarray:
+    """A byte buffer of at least ``nbytes``: one of ``spare`` if it is large enough, else
+    a new one."""
+    try:
+        buffer = spare.popleft()
+    except IndexError:  # none spare
+        return np.empty(nbytes, dtype=np.uint8)
+    return buffer if len(buffer) >= nbytes else np.empty(nbytes, dtype=np.uint8)
 
 
 def _stack_chunks(
