@@ -6,10 +6,12 @@ Committed chunks never move, except when a store is compacted or rewritten (whic
 per open store and kept in a :class:`~h5vc.hdf5.chunktable.ChunkTable`; a
 hyperslab of ``raw_data`` is then read with positioned reads.  Where the stored rows
 land in long contiguous stretches of the result (1-D data, chunks as wide as the
-result) they are read straight into it (:mod:`h5vc.hdf5.scatter`); otherwise runs of
-chunks that lie one after the other in the file are read in pieces into a buffer of
-the reading thread and copied into place, the pieces shared out between threads in
-the order of their place in the result. Compressed chunks are read raw, in runs of
+result) they are read straight into it (:mod:`h5vc.hdf5.scatter`); chunks narrower
+than the result's rows (the chunk columns of a 2-D result) are read band by band, each
+band of rows of the result filled by one thread from the stored rows of every chunk
+crossing it; otherwise runs of chunks that lie one after the other in the file are
+read in pieces into a buffer of the reading thread and copied into place, the pieces
+shared out between threads in the order of their place in the result. Compressed chunks are read raw, in runs of
 adjacent chunks by the thread that decodes them (:mod:`h5vc.hdf5.codecs`), on all
 cores. Every size that decides between these ways is a threshold of
 :mod:`h5vc.store.planner`.
