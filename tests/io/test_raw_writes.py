@@ -104,6 +104,8 @@ def test_written_chunks_read_back_after_slots_are_reused(
     other = np.random.default_rng(second_seed).integers(0, 3, data.shape).astype(data.dtype)
     _commit(path, data, chunks)
     with h5vc.open(path, "r+") as vf:
+        np.testing.assert_array_equal(vf["v0"]["x"][()], data)  # in HDF5's chunk cache
+        np.testing.assert_array_equal(vf["v0"]["x"][:1], data[:1])
         with vf.stage_version("v1", "") as group:
             group.create_dataset("x", data=other, chunks=chunks)
         h5vc.delete_versions(vf, ["v0"])
