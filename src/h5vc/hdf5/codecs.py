@@ -56,6 +56,7 @@ __all__ = [
     "pipeline_of",
     "pipeline_for",
     "serial",
+    "single_threaded_blosc",
     "workers",
 ]
 
@@ -106,6 +107,35 @@ def serial() -> Iterator[None]:
         yield
     finally:
         _serial.on = before
+
+
+#: Holders of :func:`single_threaded_blosc` and numcodecs' ``use_threads`` before the first.
+_blosc_holders = 0
+_blosc_use_threads: Any = None
+
+
+@contextlib.contextmanager
+def single_threaded_blosc() -> Iterator[None]:
+    """Inside the block (held by any number of callers at once), numcodecs' Blosc
+    compresses and decompresses on the calling thread alone: its ``use_threads`` is
+    off, then set back. For pools whose threads each run Blosc: otherwise a call from
+    the main thread starts Blosc's own threads as well, and with ``use_threads`` set
+    every call queues behind numcodecs' lock on Blosc's one shared context."""
+    global _blosc_holders, _blosc_use_threads
+    from numcodecs import blosc
+
+    with _pool_lock:
+        if not _blosc_holders:
+            _blosc_use_threads = blosc.use_threads
+            blosc.use_threads = False
+        _blosc_holders += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _blosc_holders -= 1
+            if not _blosc_holders:
+                blosc.use_threads = _blosc_use_threads
 
 
 def _pooled(count: int) -> bool:
