@@ -56,6 +56,7 @@ __all__ = [
     "pipeline_of",
     "pipeline_for",
     "serial",
+    "single_threaded_blosc",
     "workers",
 ]
 
@@ -106,6 +107,35 @@ def serial() -> Iterator[None]:
         yield
     finally:
         _serial.on = before
+
+
+#: Holders of :func:`single_threaded_blosc` and numcodecs' ``use_threads`` before the first.
+_blosc_holders = 0
+_blosc_use_threads: Any = None
+
+
+@contextlib.contextmanager
+def single_threaded_blosc() -> Iterator[None]:
+    """Inside the block (held by any number of callers at once), numcodecs' Blosc
+    compresses and decompresses on the calling thread alone: its ``use_threads`` is
+    off, then set back. For pools whose threads each run Blosc: otherwise a call from
+    the main thread starts Blosc's own threads as well, and with ``use_threads`` set
+    every call queues behind numcodecs' lock on Blosc's one shared context."""
+    global _blosc_holders, _blosc_use_threads
+    from numcodecs import blosc
+
+    with _pool_lock:
+        if not _blosc_holders:
+            _blosc_use_threads = blosc.use_threads
+            blosc.use_threads = False
+        _blosc_holders += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _blosc_holders -= 1
+            if not _blosc_holders:
+                blosc.use_threads = _blosc_use_threads
 
 
 def _pooled(count: int) -> bool:
@@ -216,6 +246,50 @@ def _blosc_sizes(data: Any) -> tuple[int, int]:
     return nbytes, cbytes
 
 
+#: Chunks at least this long are checked by :func:`_lz4_frame_too_long` ...
+_PROOF_MIN_BYTES = 8 * 1024
+#: ... first their start (most data that compresses repeats itself early on).
+_PROOF_HEAD_BYTES = 512
+#: The bytes a Blosc frame adds to its codec's output, at least: a 16-byte header, a
+#: 4-byte block start and a 4-byte stream length.
+_BLOSC_FRAME_BYTES = 24
+
+
+def _repeated_quads(data: np.ndarray) -> int:
+    """Positions of the bytes ``data`` whose 4 bytes also start at an earlier position."""
+    count = len(data) - 3
+    if count <= 1:
+        return 0
+    quads = np.empty(count, np.uint32)
+    for start in range(4):  # the 4 bytes at start, start + 4, ... as one uint32 each
+        whole = (len(data) - start) // 4
+        quads[start::4] = data[start : start + 4 * whole].view(np.uint32)
+    quads.sort()
+    return int(np.count_nonzero(quads[1:] == quads[:-1]))
+
+
+def _lz4_frame_too_long(data: np.ndarray) -> bool:
+    """True if Blosc's frame of ``data`` compressed with LZ4 (lz4 or lz4hc, any level
+    and parse), with the bytes as they are, is longer than ``data``: then HDF5's Blosc
+    filter, which writes into a buffer the size of the chunk, fails.
+
+    An LZ4 block of ``n`` bytes with ``m`` matches of ``L_i >= 4`` bytes holds the
+    ``n - sum(L_i)`` other bytes as literals, ``m + 1`` one-byte tokens and ``m``
+    two-byte offsets: at least ``n + 1 - sum(L_i - 3)`` bytes. Each of the first
+    ``L_i - 3`` positions of a match starts 4 bytes that also start earlier (at the
+    match's source), and those positions differ between matches, so ``sum(L_i - 3)``
+    is at most ``R``, the positions of ``data`` whose 4 bytes start at an earlier one
+    too. A Blosc frame adds at least :data:`_BLOSC_FRAME_BYTES` to its codec's output
+    (more with more blocks or streams, whose matches stay inside them; a stream LZ4
+    cannot shrink is stored as it is, longer still), so with ``R <= 24`` the frame is
+    longer than ``data``.
+    """
+    head = data[:_PROOF_HEAD_BYTES]
+    if _repeated_quads(head) > _BLOSC_FRAME_BYTES:
+        return False
+    return _repeated_quads(data) <= _BLOSC_FRAME_BYTES
+
+
 class _Filter:
     """One filter of a pipeline: encode and decode one chunk's bytes."""
 
@@ -263,6 +337,21 @@ class _Filter:
         from numcodecs import Zstd
 
         return Zstd(level=self.level).encode(data)
+
+    def surely_fails(self, data: Any) -> bool:
+        """Whether HDF5's Blosc filter is sure to fail on ``data`` (a chunk's bytes), its
+        frame longer than the chunk, found for a fraction of compressing it; ``False``
+        where unsure. Tried for lz4hc only (elsewhere compressing costs about as much),
+        on bytes Blosc compresses as they are (one-byte items or no shuffle), see
+        :func:`_lz4_frame_too_long`."""
+        return (
+            self.code == FILTER_BLOSC
+            and self.cname == "lz4hc"
+            and self.level > 0
+            and (self.size == 1 or self.blosc_shuffle == 0)
+            and len(data) >= _PROOF_MIN_BYTES
+            and _lz4_frame_too_long(np.frombuffer(data, np.uint8))
+        )
 
     def decode(self, data: Any) -> Any:
         if self.code == FILTER_SHUFFLE:
@@ -368,8 +457,11 @@ class Pipeline:
         raw = as_bytes(np.ascontiguousarray(chunk))
         if not len(raw):
             return None
-        encoded = self.filters[0].encode(raw)
-        if len(encoded) > len(raw):
+        if self.filters[0].surely_fails(raw):
+            encoded: Any = None  # proven too long: not compressed at all
+        else:
+            encoded = self.filters[0].encode(raw)
+        if encoded is None or len(encoded) > len(raw):
             stored, mask = raw, 1  # Blosc's filter fails: HDF5 skips it
         elif len(encoded) <= len(raw) // 2:
             stored, mask = encoded, 0
