@@ -33,8 +33,7 @@ import math
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -43,6 +42,9 @@ from h5vc.cores import usable
 from h5vc.deflate import ZLIB_NG
 from h5vc.deflate import codec as _deflate
 from h5vc.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "BLOSC_COMPRESSORS",
@@ -124,6 +126,8 @@ def parallel_map(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[
     if _pool is None:
         with _pool_lock:
             if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 _pool = ThreadPoolExecutor(workers(), thread_name_prefix="h5vc-codec")
     return _pool.map(function, items)
 
