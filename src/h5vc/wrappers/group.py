@@ -12,7 +12,6 @@ import h5py
 import numpy as np
 
 import h5vc.config as config
-from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.errors import (
     CorruptDataError,
     InvalidFillValueError,
@@ -779,6 +778,8 @@ def _cast_fill(path: str, fillvalue: Any, dtype: np.dtype) -> Any:
 def _parse_chunks(
     chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any
 ) -> tuple[int, ...]:
+    from h5vc.chunking import guess_chunks, parse_chunks  # loaded by the first new dataset
+
     if not shape:
         raise NotSupportedError(
             "Scalar datasets are not implemented: versioned datasets are chunked, so they "
