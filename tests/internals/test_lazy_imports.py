@@ -34,6 +34,8 @@ WRITING_MODULES = {
     "h5vc.store.compact",  # deletes and repacks
     "h5vc.store.copying",
     "h5vc.store.space",  # options of new files, sizes
+    "h5vc.store.legacy",  # repairs of versioned-hdf5's old layouts: writable opens
+    "h5vc.deflate",  # zlib-ng: deflated chunks only
     "h5vc.chunking",  # chunk shapes of new datasets
     "h5vc.blockwrite",
     "h5vc.filecache",
@@ -51,6 +53,7 @@ HEAVY_MODULES = {
     "json",  # the log column of the time index
     "ctypes.util",  # the positioned reader's preadv
     "hdf5plugin",  # only for a filter HDF5 lacks
+    "zlib_ng",
     "numcodecs",
     "fsspec",
     "xarray",

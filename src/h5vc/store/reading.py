@@ -23,7 +23,6 @@ import h5py
 import numpy as np
 
 from h5vc.hdf5.damage import damaged
-from h5vc.staging.transfer import read_many_slices
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 
@@ -240,6 +239,8 @@ class CommittedReader:
             out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
         stored = ~pieces.fill
         if stored.any():
+            from h5vc.staging.transfer import read_many_slices  # loaded by the first such read
+
             ones = (1,) * out.ndim
             read_many_slices(
                 self._slab_of_raw_data(),
