@@ -227,7 +227,7 @@ class VersionedHDF5File:
             if name not in state.log:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
             where = f"The version group {state.versions.name}/{name}"
-            with damaged(str(state.root.file.filename), where):
+            with damaged(state.filename, where):
                 h5group = state.versions[name]
             group = CommittedGroup(state, name, h5group, views=self._views)
             self._views[(name, "")] = group

@@ -72,7 +72,7 @@ class FileState:
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
         if state is None or state.closed:
-            if root.file.mode == "r+":
+            if key[2] == "r+":  # the file's mode
                 # A writable file the caller opened goes through the journal from now on.
                 if isinstance(root, h5py.File):
                     durable.adopt(root)
@@ -130,8 +130,9 @@ class FileState:
         self.root = root
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
-        self.filename = str(root.file.filename)
-        self.writable = root.file.mode == "r+"
+        file = root.file
+        self.filename = str(file.filename)
+        self.writable = file.mode == "r+"
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
             if layout.VERSION_DATA not in root and self.writable:
                 tree.initialize(
@@ -363,7 +364,8 @@ def _needs_repair(data_version: int) -> bool:
 
 
 def _state_key(root: h5py.Group) -> tuple[Any, str, str]:
-    return (root.file.id.fileno, root.name or "/", root.file.mode)
+    file = root.file  # h5py makes a File object on every access to ``.file``
+    return (file.id.fileno, root.name or "/", file.mode)
 
 
 #: The state of every versioned root in use, by (file number, root name, file mode).
