@@ -29,6 +29,15 @@ from h5vc.cli._columns import (
     new_sample_bytes,
     sample_usage,
 )
+from h5vc.hdf5.filebytes import (
+    FileBytes,
+    Header,
+    ManyDatasets,
+    Unreadable,
+    many_datasets,
+    many_links,
+    many_mappings,
+)
 from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, dataspace_dims, stored_messages_at
 from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
@@ -261,6 +270,8 @@ class _Object:
     path: str
     name: bytes
     versions: list[str] = field(default_factory=list)
+    #: The object's header address.
+    address: int = 0
 
 
 class _IrregularLinks(Exception):
@@ -296,7 +307,7 @@ def _objects(state: FileState, versions: list[str]) -> dict[int, _Object]:
                 # A dataset, or an empty group (the caller opens it, and skips it).
                 entry = found.get(member)
                 if entry is None:
-                    entry = found[member] = _Object(f"{prefix}{leaf}", name)
+                    entry = found[member] = _Object(f"{prefix}{leaf}", name, address=member)
                 entry.versions.append(version)
     # Paths come out in reverse within a version (a stack): restore the walk order.
     return _ordered(found, versions)
@@ -351,7 +362,7 @@ def _objects_through_h5py(state: FileState, versions: list[str]) -> dict[int, _O
         for path, parent, name in _walk(state.versions[version]):
             key = int(h5py.h5o.get_info(parent.id, name.encode()).addr)
             link = f"{version}/{path}".encode()
-            found.setdefault(key, _Object(path, link)).versions.append(version)
+            found.setdefault(key, _Object(path, link, address=key)).versions.append(version)
     return found
 
 
@@ -372,8 +383,10 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     Work grows with the dataset objects, not with the links to them: a dataset that
     versions share (hard-linked, unchanged) is read once, and the datasets of a
     group they share are listed once.  Each object's slots are read from its virtual
-    mappings as runs (from the file's bytes when it is open read-only, without
-    opening the object), and each store's counts are taken over runs, not chunks.
+    mappings as runs, and each store's counts are taken over runs, not chunks, for
+    all objects at once.  A file open read-only is read from its bytes
+    (:mod:`h5vc.hdf5.filebytes`: groups' links, headers and mapping lists, without
+    opening an object); what those do not read is opened through HDF5.
 
     A slot is a slot of one chunk store: a dataset created again with a dtype or
     chunks its first store cannot hold has a store of its own, counted apart (its
@@ -387,12 +400,11 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         }
         slot_size = _SlotSizes(state)
         stores = _Stores(state)
-        per_store: dict[tuple[str, str], list[tuple[_Object, _Runs]]] = {}
+        per_store: dict[tuple[str, str], _StoreRuns] = {}
         columns: dict[str, list[ColumnObject]] = {}
-        for address, obj in _objects(state, names).items():
-            found = _from_header(state, stores, address, obj)
+        for obj, found in _read_objects(state, stores, names):
             if found is None:
-                found = _through_hdf5(state, stores, obj)
+                found = _read_object(state, stores, obj)
             if found is None:
                 continue  # an empty group (or a named datatype): no data
             logical, key, runs = found
@@ -402,14 +414,271 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
             for version in obj.versions:
                 usage.versions[version]["logical_bytes"] += logical
             if key is not None:
-                per_store.setdefault((obj.path, key), []).append((obj, runs))
+                store_runs = per_store.get((obj.path, key))
+                if store_runs is None:
+                    store_runs = per_store[obj.path, key] = _StoreRuns()
+                store_runs.add(obj, runs)
             advance(1)
             if obj.path.rpartition("/")[2] == TABLE[1]:
                 _note_column(state, obj, columns)
-        for (path, key), objects in per_store.items():
-            _count_store(usage, path, objects, slot_size(key))
+        for (path, key), store_runs in list(per_store.items()):
+            # Objects whose blocks are not whole slots, or hold a chunk twice: read
+            # again through their chunk maps.
+            for position, obj in store_runs.settle():
+                found = _read_object(state, stores, obj)
+                if found is None or found[1] is None:
+                    continue
+                if found[1] == key:
+                    store_runs.add(obj, found[2], position)
+                else:
+                    per_store.setdefault((path, found[1]), _StoreRuns()).add(obj, found[2])
+        for (path, key), store_runs in per_store.items():
+            _count_store(usage, path, store_runs, slot_size(key))
         _fold_columns(usage, columns, SampleSizes(state))
     return usage
+
+
+#: What is known of a dataset object: logical bytes, store key (None: no slot used)
+#: and its slots (as runs, or as the blocks of its mappings, not checked yet).
+_Found = tuple[int, str | None, "_Runs | _Blocks"]
+
+
+def _read_object(state: FileState, stores: _Stores, obj: _Object) -> _Found | None:
+    """What :func:`_from_header` or, failing that, HDF5 tell of a dataset object."""
+    found = _from_header(state, stores, obj.address, obj)
+    return found if found is not None else _through_hdf5(state, stores, obj)
+
+
+def _read_objects(
+    state: FileState, stores: _Stores, names: list[str]
+) -> list[tuple[_Object, _Found | None]]:
+    """Every committed dataset object (:func:`_objects`) and what its bytes tell of
+    it, read from a file open read-only (None where they do not: the caller asks
+    :func:`_from_header` and HDF5)."""
+    file_bytes = FileBytes.of(state.versions.file)
+    if file_bytes is not None:
+        with file_bytes:
+            try:
+                return _objects_from_bytes(state, stores, file_bytes, names)
+            except Unreadable:
+                pass  # not a tree of the plain kind: walked through HDF5
+    return [(obj, None) for obj in _objects(state, names).values()]
+
+
+def _objects_from_bytes(
+    state: FileState, stores: _Stores, file_bytes: FileBytes, names: list[str]
+) -> list[tuple[_Object, _Found | None]]:
+    """:func:`_objects` from the file's bytes, and what each dataset object's header
+    and mappings say; raises :class:`Unreadable` where the tree is not of the plain
+    kind (the caller walks it through HDF5).
+
+    The tree is read level by level: the links of the groups of one level at once
+    (:func:`many_links`), then the headers of their members at once
+    (:func:`many_datasets`); what those do not read is read one by one."""
+    versions = state.version_data.id.links.get_info(layout.VERSIONS.encode())
+    if versions.type != h5py.h5l.TYPE_HARD:
+        raise Unreadable("the versions group is not a hard link")
+    roots = file_bytes.links(file_bytes.header(int(versions.u)))
+    if roots is None:
+        raise Unreadable("the versions group is not a group")
+    root_of = dict(roots)
+    for version in names:
+        if version not in root_of:
+            raise Unreadable(f"no group of version {version!r}")
+    links_of: dict[int, list[tuple[str, int]]] = {}  # of every group
+    headers: dict[int, Header] = {}  # of the other objects read one by one
+    row_of: dict[int, int] = {}  # of the datasets read at once: their row in `levels`
+    levels: list[tuple[list[int], ManyDatasets]] = []
+    frontier = list(dict.fromkeys(root_of[version] for version in names))
+    for address, links in zip(frontier, many_links(file_bytes, frontier)):
+        if links is None:
+            links = file_bytes.links(file_bytes.header(address))
+            if links is None:
+                raise Unreadable("a version that is not a group")
+        links_of[address] = links
+    while frontier:
+        members = list(
+            dict.fromkeys(
+                member
+                for group in frontier
+                for _, member in links_of[group]
+                if member not in links_of and member not in headers and member not in row_of
+            )
+        )
+        if not members:
+            break
+        read = many_datasets(file_bytes, members)
+        first_row = sum(len(done) for done, _ in levels)
+        levels.append((members, read))
+        frontier = []
+        for row, (address, good) in enumerate(zip(members, read.ok.tolist())):
+            if good:
+                row_of[address] = first_row + row
+                continue
+            header = file_bytes.header(address)
+            links = file_bytes.links(header)
+            if links is None:
+                headers[address] = header
+            else:
+                links_of[address] = links
+                frontier.append(address)
+    objects = _walk_links(names, root_of, links_of)
+    found: list[tuple[_Object, _Found | None]] = []
+    plain = _plain_many(file_bytes, stores, levels, [row_of.get(obj.address) for obj in objects])
+    for obj, fast in zip(objects, plain):
+        if fast is None:
+            known = headers.get(obj.address)
+            fast = _plain(file_bytes, stores, known or file_bytes.header(obj.address))
+        found.append((obj, fast))
+    return found
+
+
+def _walk_links(
+    names: list[str], root_of: dict[str, int], links_of: dict[int, list[tuple[str, int]]]
+) -> list[_Object]:
+    """The objects that are not groups below the version groups, in the order of the
+    versions, then of the paths in each (by name, depth first), with the versions
+    that link them (once per link)."""
+    #: Every object below a group that is not a group itself, as (path below the
+    #: group, address), by the group's address: a group linked into many versions
+    #: is walked once.
+    below: dict[int, list[tuple[str, int]]] = {}
+    named: dict[tuple[str, int], list[tuple[str, int]]] = {}  # the same, as ``leaf/path``
+    open_groups: set[int] = set()  # the groups being walked (a cycle is damage)
+
+    def flatten(group: int) -> list[tuple[str, int]]:
+        if group in open_groups or len(open_groups) > _MAX_DEPTH:
+            raise Unreadable("a group that holds itself")
+        open_groups.add(group)
+        flat: list[tuple[str, int]] = []
+        for leaf, member in links_of[group]:
+            if member not in links_of:
+                flat.append((leaf, member))
+                continue
+            known = named.get((leaf, member))
+            if known is None:
+                inside = below.get(member)
+                if inside is None:
+                    inside = below[member] = flatten(member)
+                known = named[leaf, member] = [
+                    (f"{leaf}/{path}", address) for path, address in inside
+                ]
+            flat += known
+        open_groups.discard(group)
+        return flat
+
+    found: dict[int, _Object] = {}
+    for version in names:
+        root = root_of[version]
+        flat = below.get(root)
+        if flat is None:
+            flat = below[root] = flatten(root)
+        for path, address in flat:
+            obj = found.get(address)
+            if obj is None:
+                found[address] = _Object(path, f"{version}/{path}".encode(), [version], address)
+            else:
+                obj.versions.append(version)
+    return list(found.values())
+
+
+def _plain_many(
+    file_bytes: FileBytes,
+    stores: _Stores,
+    levels: list[tuple[list[int], ManyDatasets]],
+    rows: list[int | None],
+) -> list[_Found | None]:
+    """:func:`_plain` of the objects at ``rows`` of the headers read at once
+    (``levels``), their mappings read at once; None for an object not so read."""
+    found: list[_Found | None] = [None] * len(rows)
+    if not levels:
+        return found
+    fields = ("rank", "dims", "type_class", "element_size", "has_heap", "heap", "index")
+    every = {name: np.concatenate([getattr(read, name) for _, read in levels]) for name in fields}
+    wanted = np.asarray([-1 if row is None else row for row in rows], dtype=np.int64)
+    at = np.flatnonzero(wanted >= 0)
+    picked = {name: values[wanted[at]] for name, values in every.items()}
+    usable = ~np.isin(picked["type_class"], tuple(_OTHER_ITEMSIZE))
+    logical = [
+        math.prod(dims[:rank]) * size
+        for dims, rank, size in zip(
+            picked["dims"].tolist(), picked["rank"].tolist(), picked["element_size"].tolist()
+        )
+    ]
+    empty = _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    for i, good, has_heap, size in zip(
+        at.tolist(), usable.tolist(), picked["has_heap"].tolist(), logical
+    ):
+        if good and not has_heap:  # no mapping: every chunk the fill value
+            found[i] = (size, None, empty)
+    for rank in np.unique(picked["rank"]).tolist():
+        chosen = np.flatnonzero(usable & picked["has_heap"] & (picked["rank"] == rank))
+        if not len(chosen):
+            continue
+        read = many_mappings(file_bytes, picked["heap"][chosen], picked["index"][chosen], rank)
+        named = [stores.named(dataset) if file == b"." else None for file, dataset in read.names]
+        for k, good, name, first, count in zip(
+            chosen.tolist(),
+            read.ok.tolist(),
+            read.source_name.tolist(),
+            read.first.tolist(),
+            read.count.tolist(),
+        ):
+            store = named[name] if good else None
+            if store is None or len(store.chunks) != rank:
+                continue
+            blocks = _Blocks(store, read.source, read.virtual, first, count)
+            found[int(at[k])] = (logical[k], store.key, blocks)
+    return found
+
+
+#: Groups nested deeper than this in a version are a cycle of hard links.
+_MAX_DEPTH = 256
+
+
+def _plain(file_bytes: FileBytes, stores: _Stores, header: Header) -> _Found | None:
+    """Logical bytes, store key and slot runs of the dataset object whose header is
+    ``header``, in the plain case only (as :func:`_from_header`: every mapping a
+    slot-aligned hyperslab of one store's ``raw_data``); None for anything else."""
+    try:
+        shape = file_bytes.dims(header)
+    except Unreadable:
+        return None
+    element = file_bytes.element(header)
+    if shape is None or element is None or element[0] in _OTHER_ITEMSIZE:
+        return None
+    mappings = file_bytes.mappings(header, len(shape))
+    if mappings is None:
+        return None
+    logical = math.prod(shape) * element[1]
+    if not mappings.sources:  # every chunk the fill value: no slot used
+        return logical, None, _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    if len(mappings.sources) > 1:
+        return None
+    [(source_file, source_name)] = mappings.sources
+    store = stores.named(source_name)
+    if source_file != b"." or store is None:
+        return None
+    ndim2 = 2 * len(shape)
+    if len(store.chunks) != len(shape) or len(mappings.source) != len(mappings.virtual):
+        return None
+    source = np.asarray(mappings.source, dtype=np.int64).reshape(-1, ndim2)
+    virtual = np.asarray(mappings.virtual, dtype=np.int64).reshape(-1, ndim2)
+    return logical, store.key, _Blocks(store, source, virtual, 0, len(source))
+
+
+@dataclass
+class _Blocks:
+    """The blocks of a dataset object's mappings of one store's raw_data, as read:
+    rows ``first:first + count`` of ``source`` and ``virtual`` (first and last
+    coordinates, ``(n, 2 * ndim)``, which many objects may share);
+    :meth:`_StoreRuns.settle` checks them."""
+
+    store: _Store
+    source: np.ndarray
+    virtual: np.ndarray
+    first: int
+    count: int
 
 
 def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
@@ -615,21 +884,101 @@ def _through_hdf5(
     return logical, state.stores.key(version, obj.path, dataset), runs
 
 
-def _count_store(
-    usage: Usage, path: str, objects: list[tuple[_Object, _Runs]], slot_size: float
-) -> None:
+class _StoreRuns:
+    """The slot runs of every object of one dataset path in one chunk store: run ``i``
+    is ``[starts[i], stops[i])`` of ``objects[owner[i]]``.  Blocks read from the
+    file's bytes are kept apart until :meth:`settle` checks them, all at once."""
+
+    def __init__(self) -> None:
+        self.objects: list[_Object] = []
+        self.owner: list[int] = []
+        self.starts: list[int] = []
+        self.stops: list[int] = []
+        self.store: _Store | None = None
+        #: Blocks not checked yet, by the arrays holding them: those arrays, and
+        #: the first row, row count and object position of each object's blocks.
+        self.blocks: dict[int, tuple[_Blocks, list[int], list[int], list[int]]] = {}
+
+    def add(self, obj: _Object, runs: _Runs | _Blocks, position: int | None = None) -> None:
+        """Add the runs or blocks of ``obj`` (as object ``position``: one added
+        before and taken back by :meth:`settle`)."""
+        if position is None:
+            position = len(self.objects)
+            self.objects.append(obj)
+        if isinstance(runs, _Blocks):
+            self.store = runs.store
+            entry = self.blocks.get(id(runs.source))
+            if entry is None:
+                entry = self.blocks[id(runs.source)] = (runs, [], [], [])
+            entry[1].append(runs.first)
+            entry[2].append(runs.count)
+            entry[3].append(position)
+            return
+        self.owner += [position] * len(runs.start)
+        self.starts += runs.start.tolist()
+        self.stops += runs.stop.tolist()
+
+    def settle(self) -> list[tuple[int, _Object]]:
+        """Turn the blocks into runs where each block is whole slots of the store,
+        no block ends before it starts and no object uses a slot twice; return the
+        objects (by position) whose blocks are not all so (their blocks dropped)."""
+        store = self.store
+        if store is None:
+            return []
+        ndim = len(store.chunks)
+        owners, sources, virtuals = [], [], []
+        for blocks, firsts, counts, positions in self.blocks.values():
+            first = np.asarray(firsts, dtype=np.int64)
+            count = np.asarray(counts, dtype=np.int64)
+            rows = np.repeat(first - np.cumsum(count) + count, count) + np.arange(count.sum())
+            owners.append(np.repeat(np.asarray(positions, dtype=np.int64), count))
+            sources.append(blocks.source[rows])
+            virtuals.append(blocks.virtual[rows])
+        owner = np.concatenate(owners)
+        source = np.concatenate(sources).reshape(-1, 2, ndim)
+        virtual = np.concatenate(virtuals).reshape(-1, 2, ndim)
+        first, last = source[:, 0], source[:, 1]
+        c0 = store.chunks[0]
+        wrong = (
+            (first[:, 0] % c0 != 0)
+            | (last[:, 0] >= store.rows)
+            | (first[:, 1:] != 0).any(axis=1)
+            | (last[:, 1:] >= np.asarray(store.chunks[1:], dtype=np.int64)).any(axis=1)
+            | (last < first).any(axis=1)
+            | (virtual[:, 1] < virtual[:, 0]).any(axis=1)
+        )
+        bad = np.zeros(len(self.objects), dtype=bool)
+        bad[owner[wrong]] = True
+        starts, stops = first[:, 0] // c0, last[:, 0] // c0 + 1
+        order = np.lexsort((starts, owner))
+        owner, starts, stops = owner[order], starts[order], stops[order]
+        # Sorted by start, an object's runs are disjoint if each ends before the next.
+        twice = (owner[1:] == owner[:-1]) & (starts[1:] < stops[:-1])
+        bad[owner[1:][twice]] = True
+        keep = ~bad[owner]
+        self.owner += owner[keep].tolist()
+        self.starts += starts[keep].tolist()
+        self.stops += stops[keep].tolist()
+        self.store = None
+        self.blocks = {}
+        return [(int(i), self.objects[i]) for i in np.flatnonzero(bad)]
+
+
+def _count_store(usage: Usage, path: str, runs: _StoreRuns, slot_size: float) -> None:
     """Add the stored and shared bytes of the objects of dataset ``path`` in one of its
     chunk stores to ``usage``."""
-    weights = np.asarray([len(obj.versions) for obj, _ in objects], dtype=np.int64)
-    lengths = np.asarray([len(runs.start) for _, runs in objects], dtype=np.int64)
-    starts = np.concatenate([runs.start for _, runs in objects]).astype(np.int64)
-    stops = np.concatenate([runs.stop for _, runs in objects]).astype(np.int64)
-    owner = np.repeat(np.arange(len(objects)), lengths)
+    objects = runs.objects
+    weights = np.asarray([len(obj.versions) for obj in objects], dtype=np.int64)
+    owner = np.asarray(runs.owner, dtype=np.int64)
+    starts = np.asarray(runs.starts, dtype=np.int64)
+    stops = np.asarray(runs.stops, dtype=np.int64)
     n = int(stops.max(initial=0))
     # Versions using each slot, from +weight at each run's start, -weight at its stop.
-    change = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(change, starts, weights[owner])
-    np.add.at(change, stops, -weights[owner])
+    weight = weights[owner]
+    change = np.bincount(starts, weight, minlength=n + 1) - np.bincount(
+        stops, weight, minlength=n + 1
+    )
+    change = change.astype(np.int64)  # sums of integers, exact in float64
     users = np.cumsum(change[:-1])
     shared_before = np.concatenate([[0], np.cumsum(users > 1)])
     entry = usage.datasets[path]
@@ -639,7 +988,7 @@ def _count_store(
     shared = np.bincount(
         owner, weights=shared_before[stops] - shared_before[starts], minlength=len(objects)
     )
-    for (obj, _), n_used, n_shared in zip(objects, used.tolist(), shared.tolist()):
+    for obj, n_used, n_shared in zip(objects, used.tolist(), shared.tolist()):
         stored_bytes = round(int(n_used) * slot_size)
         shared_bytes = round(int(n_shared) * slot_size)
         for version in obj.versions:

@@ -1,0 +1,821 @@
+"""A whole tree of groups and virtual datasets read from a read-only file's bytes.
+
+Commands that look at every object of a file (``h5vc du``) pay HDF5's cost per object:
+walking the links of 10,000 version groups opens each one (``H5Lvisit``: 0.4 s), and
+:mod:`h5vc.hdf5.header` with :mod:`h5vc.hdf5.mappings` read every header and mapping
+list in their general form (70 us a dataset).  :class:`FileBytes` maps the file into
+memory once and reads what such a walk needs with a few ``struct`` calls per object:
+
+- the messages of a version-1 object header (:meth:`FileBytes.header`);
+- the members of a group (:meth:`FileBytes.links`) kept in a symbol table (version-1
+  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version);
+- a dataset's dimensions and element size (:meth:`FileBytes.dims`,
+  :meth:`FileBytes.element`);
+- a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
+  versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
+  selections are version-1 hyperslab blocks.
+
+Anything else (version-2 headers, groups keeping links as link messages, soft links,
+other encodings) and any length or signature that disagrees with the bytes raises
+:class:`Unreadable`, or answers None where the caller can read that one object through
+the general readers: those readers (and HDF5) then read it and report damage as damage.
+
+Only for files opened read-only (HDF5 may hold newer metadata of a file open for
+writing than its bytes) and read through an OS file descriptor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+import h5py
+import numpy as np
+
+from h5vc.hdf5.header import file_descriptor
+
+__all__ = [
+    "ManyDatasets",
+    "ManyMappings",
+    "FileBytes",
+    "Header",
+    "Mappings",
+    "Unreadable",
+    "many_datasets",
+    "many_links",
+    "many_mappings",
+]
+
+_DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
+    0x0001,
+    0x0002,
+    0x0003,
+    0x0006,
+    0x0008,
+    0x0010,
+    0x0011,
+)
+#: A dataset's messages: once the header showed all three, the rest is not read.
+_DATASET = frozenset((_DATASPACE, _DATATYPE, _LAYOUT))
+#: Message flag bit: the message is shared (stored elsewhere).
+_SHARED = 0x02
+#: Symbol table entry cache type of a soft link.
+_CACHED_SOFT_LINK = 2
+#: A header block, a local heap or a global heap collection larger than this is damage.
+_MAX_BLOCK = 1 << 31
+#: B-tree levels deeper than this are damage (a B-tree of 2**32 entries has fewer).
+_MAX_LEVEL = 32
+_SEL_HYPERSLABS = 2
+_LAYOUT_VIRTUAL = 3
+_FORMATS = {2: "H", 4: "I", 8: "Q"}
+_PREFIX = struct.Struct("<BxH4xI")  # version, message count, (references,) size
+_MESSAGE = struct.Struct("<HHB")
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_SELECTION = struct.Struct("<6I")  # type, version, reserved, length, rank, blocks
+
+
+class Unreadable(Exception):
+    """The bytes are not in a form read here, or disagree with themselves: read the
+    file through HDF5 instead."""
+
+
+@dataclass(slots=True)
+class Header:
+    """The messages of an object header, as ``(offset in the map, length)``: the first
+    unshared message of each type, and every link message."""
+
+    messages: dict[int, tuple[int, int]]
+    links: list[tuple[int, int]]
+
+
+@dataclass(frozen=True, slots=True)
+class Mappings:
+    """A virtual dataset's mappings: the ``(source file, source dataset)`` names they
+    read (as stored), and the first and last coordinates of every block of their
+    source and of their virtual selections, flat (``2 * ndim`` numbers a block)."""
+
+    sources: set[tuple[bytes, bytes]]
+    source: list[int]
+    virtual: list[int]
+
+
+class FileBytes:
+    """A read-only memory map of an HDF5 file, read at HDF5 addresses."""
+
+    def __init__(self, fd: int, base: int, sizeof_addr: int, sizeof_size: int):
+        if sizeof_addr not in _FORMATS or sizeof_size not in _FORMATS:
+            raise Unreadable(f"addresses of {sizeof_addr} bytes, lengths of {sizeof_size}")
+        self.map = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        self.base = base
+        self.size = len(self.map) - base
+        self.sizeof_addr = sizeof_addr
+        self.sizeof_size = sizeof_size
+        self.undefined = (1 << (8 * sizeof_addr)) - 1
+        addr, length = _FORMATS[sizeof_addr], _FORMATS[sizeof_size]
+        self._addr = struct.Struct("<" + addr)
+        self._length = struct.Struct("<" + length)
+        self._pair = struct.Struct(f"<{addr}{length}")  # a continuation message
+        self._two_addr = struct.Struct(f"<{addr}{addr}")  # a symbol table message
+        self._heap = struct.Struct(f"<4sB3x{length}{length}{addr}")  # a local heap
+        self._symbol = struct.Struct(f"<{length}{addr}I")  # a symbol table entry's start
+        self._global = struct.Struct(f"<H6x{length}")  # a global heap object's start
+        self._dims: dict[tuple[int, int], struct.Struct] = {}
+        #: Global heap collections read: address -> {object index: (offset, length)}.
+        self._collections: dict[int, dict[int, tuple[int, int]]] = {}
+
+    @classmethod
+    def of(cls, file: h5py.File) -> FileBytes | None:
+        """The bytes of ``file`` if it is open read-only through an OS file descriptor;
+        else None."""
+        if file.id.get_intent() != h5py.h5f.ACC_RDONLY:
+            return None
+        fd = file_descriptor(file)
+        if fd is None:
+            return None
+        plist = file.id.get_create_plist()
+        sizeof_addr, sizeof_size = plist.get_sizes()
+        try:
+            return cls(fd, int(plist.get_userblock()), int(sizeof_addr), int(sizeof_size))
+        except (Unreadable, OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """Unmap the file (left to the garbage collector while an array read from it
+        is still referenced, by a traceback for instance)."""
+        with contextlib.suppress(BufferError):
+            self.map.close()
+
+    def __enter__(self) -> FileBytes:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _at(self, address: int, nbytes: int) -> int:
+        """The offset in the map of ``nbytes`` at ``address``, all inside the file."""
+        if address < 0 or nbytes < 0 or address + nbytes > self.size:
+            raise Unreadable(f"{nbytes} bytes at address {address} run past the end of the file")
+        return self.base + address
+
+    def header(self, address: int) -> Header:
+        """The messages of the version-1 object header at ``address``, continuation
+        blocks followed, up to the first symbol table message (a group's), or the
+        first dataspace, datatype and layout messages (a dataset's)."""
+        data, message = self.map, _MESSAGE.unpack_from
+        start = self._at(address, 16)
+        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
+        if data[start : start + 4] == b"OHDR":
+            raise Unreadable(f"a version-2 object header at {address}")
+        if version != 1 or chunk_size > _MAX_BLOCK:
+            raise Unreadable(f"an object header of version {version} at {address}")
+        found: dict[int, tuple[int, int]] = {}
+        header = Header(found, [])
+        blocks = [(self._at(address + 16, chunk_size), chunk_size)]
+        seen = 0
+        for pos, size in blocks:  # continuation blocks are appended as they are found
+            end = pos + size
+            while pos < end:
+                if end - pos < 8:
+                    raise Unreadable(f"{end - pos} stray bytes end a header block")
+                kind, length, flags = message(data, pos)
+                pos += 8
+                if pos + length > end or length % 8:
+                    raise Unreadable(f"a message of {length} bytes does not fit its block")
+                seen += 1
+                if seen > n_messages:
+                    raise Unreadable(f"more messages than the {n_messages} the header counts")
+                if kind == _CONTINUATION:
+                    if length < self._pair.size:
+                        raise Unreadable("a continuation message is too short")
+                    target, nbytes = self._pair.unpack_from(data, pos)
+                    if nbytes > _MAX_BLOCK:
+                        raise Unreadable(f"a continuation block of {nbytes} bytes")
+                    blocks.append((self._at(target, nbytes), nbytes))
+                elif kind == _LINK:
+                    header.links.append((pos, length))
+                elif kind not in found and not flags & _SHARED:
+                    found[kind] = (pos, length)
+                    if kind == _SYMBOL_TABLE or (
+                        kind in _DATASET
+                        and _DATASPACE in found
+                        and _DATATYPE in found
+                        and _LAYOUT in found
+                    ):
+                        return header
+                pos += length
+        return header
+
+    def links(self, header: Header) -> list[tuple[str, int]] | None:
+        """The hard links of the group whose header is ``header``, by name; None if it
+        is not a group.  Raises :class:`Unreadable` for a soft or external link, or
+        dense link storage."""
+        table = header.messages.get(_SYMBOL_TABLE)
+        if table is not None:
+            if table[1] < self._two_addr.size:
+                raise Unreadable("a symbol table message is too short")
+            btree, heap = self._two_addr.unpack_from(self.map, table[0])
+            names = self._local_heap(heap)
+            found: list[tuple[str, int]] = []
+            for node in self._symbol_nodes(btree, 0):
+                found += self._symbols(node, names)
+        elif _LINK_INFO in header.messages or header.links:
+            raise Unreadable("a group keeping its links as link messages")
+        else:
+            return None
+        if len(found) > 1:
+            found.sort(key=_name_bytes)
+        return found
+
+    def _local_heap(self, address: int) -> bytes:
+        """The data segment of the local heap at ``address``."""
+        pos = self._at(address, self._heap.size)
+        signature, version, size, _, data = self._heap.unpack_from(self.map, pos)
+        if signature != b"HEAP" or version != 0 or size > _MAX_BLOCK:
+            raise Unreadable(f"no local heap at {address}")
+        start = self._at(data, size)
+        return self.map[start : start + size]
+
+    def _symbol_nodes(self, address: int, depth: int) -> Iterator[int]:
+        """The addresses of the symbol nodes below the group B-tree node at ``address``,
+        in key order."""
+        if depth > _MAX_LEVEL:
+            raise Unreadable("a group B-tree deeper than any file holds")
+        sa, sl = self.sizeof_addr, self.sizeof_size
+        pos = self._at(address, 8 + 2 * sa)
+        data = self.map
+        if data[pos : pos + 5] != b"TREE\0":
+            raise Unreadable(f"no group B-tree node at {address}")
+        level, (used,) = data[pos + 5], _U16.unpack_from(data, pos + 6)
+        # Keys (heap offsets) and children alternate after the two sibling addresses.
+        pos = self._at(address + 8 + 2 * sa, used * (sl + sa) + sl) + sl
+        unpack = self._addr.unpack_from
+        for child in [unpack(data, pos + i * (sl + sa))[0] for i in range(used)]:
+            if level:
+                yield from self._symbol_nodes(child, depth + 1)
+            else:
+                yield child
+
+    def _symbols(self, address: int, names: bytes) -> list[tuple[str, int]]:
+        """The links of the symbol node at ``address`` (names in the heap ``names``)."""
+        data = self.map
+        pos = self._at(address, 8)
+        if data[pos : pos + 5] != b"SNOD\1":
+            raise Unreadable(f"no symbol table node at {address}")
+        (count,) = _U16.unpack_from(data, pos + 6)
+        entry = self.sizeof_size + self.sizeof_addr + 24
+        pos = self._at(address + 8, count * entry)
+        unpack = self._symbol.unpack_from
+        found = []
+        for _ in range(count):
+            offset, target, cache = unpack(data, pos)
+            if cache == _CACHED_SOFT_LINK or target == self.undefined:
+                raise Unreadable("a soft link")
+            stop = names.find(b"\0", offset)
+            if stop < 0:
+                raise Unreadable(f"a link name at heap offset {offset} outside its heap")
+            found.append((names[offset:stop].decode(), target))
+            pos += entry
+        return found
+
+    def dims(self, header: Header) -> tuple[int, ...] | None:
+        """The dimensions the dataspace message of ``header`` gives; None without one,
+        or for a null dataspace."""
+        found = header.messages.get(_DATASPACE)
+        if found is None:
+            return None
+        pos, length = found
+        if length < 8:
+            raise Unreadable("a dataspace message of an unknown form")
+        data = self.map
+        version, rank, flags = data[pos], data[pos + 1], data[pos + 2]
+        if version not in (1, 2) or rank > 32:
+            raise Unreadable("a dataspace message of an unknown form")
+        if version == 2 and data[pos + 3] == 2:
+            return None
+        start = pos + (8 if version == 1 else 4)
+        count = 2 * rank if flags & 1 else rank
+        shape = self._dims.get((rank, count))
+        if shape is None:
+            shape = self._dims[rank, count] = struct.Struct(f"<{count}{_FORMATS[self.sizeof_size]}")
+        if start + shape.size > pos + length:
+            raise Unreadable(f"a rank-{rank} dataspace in a {length}-byte message")
+        values = shape.unpack_from(data, start)
+        dims = values[:rank]
+        if flags & 1:
+            unlimited = (1 << (8 * self.sizeof_size)) - 1
+            if any(m != unlimited and d > m for d, m in zip(dims, values[rank:])):
+                raise Unreadable("a dimension above its maximum")
+        return dims
+
+    def element(self, header: Header) -> tuple[int, int] | None:
+        """The class and size of the datatype message of ``header`` (None without
+        one, or when it is shared)."""
+        found = header.messages.get(_DATATYPE)
+        if found is None or found[1] < 8:
+            return None
+        pos = found[0]
+        return self.map[pos] & 0x0F, _U32.unpack_from(self.map, pos + 4)[0]
+
+    def mappings(self, header: Header, ndim: int) -> Mappings | None:
+        """The mappings of the virtual dataset of rank ``ndim`` whose header is
+        ``header``, if they are of the form described in the module; None otherwise
+        (no virtual layout, another encoding, lengths that disagree with the bytes)."""
+        found = header.messages.get(_LAYOUT)
+        sa = self.sizeof_addr
+        if found is None or found[1] < 6 + sa:
+            return None
+        pos = found[0]
+        data = self.map
+        if data[pos] != 4 or data[pos + 1] != _LAYOUT_VIRTUAL:
+            return None
+        (address,) = self._addr.unpack_from(data, pos + 2)
+        (index,) = _U32.unpack_from(data, pos + 2 + sa)
+        if address == self.undefined:
+            return Mappings(set(), [], [])  # no mapping: every chunk the fill value
+        try:
+            objects = self._collections.get(address)
+            if objects is None:
+                objects = self._collections[address] = self._collection(address)
+        except Unreadable:
+            return None
+        where = objects.get(index)
+        if where is None:
+            return None
+        return self._decode(self.map[where[0] : where[0] + where[1]], ndim)
+
+    def _collection(self, address: int) -> dict[int, tuple[int, int]]:
+        """The objects of the global heap collection at ``address``."""
+        prefix = 8 + self.sizeof_size  # "GCOL", version, 3 reserved bytes, size
+        pos = self._at(address, prefix)
+        data = self.map
+        if data[pos : pos + 4] != b"GCOL":
+            raise Unreadable(f"no global heap collection at {address}")
+        (size,) = self._length.unpack_from(data, pos + 8)
+        if not prefix <= size <= _MAX_BLOCK:
+            raise Unreadable(f"a global heap collection of {size} bytes")
+        end = self._at(address, size) + size
+        entry = self._global.size  # index, reference count, reserved, object size
+        last = end - entry
+        unpack = self._global.unpack_from
+        objects: dict[int, tuple[int, int]] = {}
+        pos += prefix
+        while pos <= last:
+            number, length = unpack(data, pos)
+            if number == 0:
+                break  # the free space closes the collection
+            pos += entry
+            if pos + length > end:
+                raise Unreadable(f"heap object {number} overruns its collection")
+            objects[number] = (pos, length)
+            pos += (length + 7) & ~7
+        return objects
+
+    def _decode(self, blob: bytes, ndim: int) -> Mappings | None:
+        """The mapping list ``blob`` (see :meth:`mappings`)."""
+        end = len(blob) - 4  # the checksum follows the entries
+        sl = self.sizeof_size
+        if end < 1 + sl or blob[0] not in (0, 1):
+            return None
+        version = blob[0]
+        (count,) = self._length.unpack_from(blob, 1)
+        pos = 1 + sl
+        found = Mappings(set(), [], [])
+        selection = _SELECTION.unpack_from
+        for _ in range(count):
+            if version == 1:
+                if pos >= end or blob[pos] & 0x03:  # a name shared with an earlier entry
+                    return None
+                same_file = blob[pos] & 0x04
+                pos += 1
+            else:
+                same_file = 0
+            if same_file:
+                file_name = b"."
+            else:
+                stop = blob.find(b"\0", pos, end)
+                if stop < 0:
+                    return None
+                file_name, pos = blob[pos:stop], stop + 1
+            stop = blob.find(b"\0", pos, end)
+            if stop < 0:
+                return None
+            found.sources.add((file_name, blob[pos:stop]))
+            pos = stop + 1
+            for side in (found.source, found.virtual):
+                if pos + 24 > end:
+                    return None
+                kind, form, _, length, rank, blocks = selection(blob, pos)
+                if kind != _SEL_HYPERSLABS or form != 1 or rank != ndim:
+                    return None
+                if length != 8 + blocks * 8 * rank or pos + 16 + length > end:
+                    return None
+                side += struct.unpack_from(f"<{2 * rank * blocks}I", blob, pos + 24)
+                pos += 16 + length
+        return found if pos == end else None
+
+
+def _name_bytes(link: tuple[str, int]) -> bytes:
+    return link[0].encode()
+
+
+# Reading many objects at once --------------------------------------------------------
+#
+# The methods below read the headers of many objects with numpy, for the shapes h5vc
+# writes (8-byte addresses and lengths); a row that is not of that shape, or whose
+# bytes disagree with it, comes back None and is read one by one with the methods
+# above (which read every shape, and raise where the bytes are damaged).
+
+#: Entries of a symbol node read at once (HDF5 writes at most 2K = 32 by default).
+_MANY_SYMBOLS = 64
+#: Bytes of a link name read at once (a longer one is read one by one).
+_NAME_WINDOW = 24
+#: Dataset ranks read at once.
+_MANY_RANK = 4
+#: Messages walked at once before a header is read one by one.
+_MANY_MESSAGES = 32
+#: Bytes of a mapping list's first names read at once.
+_NAMES_WINDOW = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ManyDatasets:
+    """What the headers of many virtual datasets say, by row: whether the row was
+    read (``ok``; else read it one by one), rank and dimensions (``(n, 4)``, the
+    first ``rank`` used), datatype class and element size, and where the mapping
+    list is (``heap``, ``index``; ``has_heap`` False: no mapping)."""
+
+    ok: np.ndarray
+    rank: np.ndarray
+    dims: np.ndarray
+    type_class: np.ndarray
+    element_size: np.ndarray
+    has_heap: np.ndarray
+    heap: np.ndarray
+    index: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ManyMappings:
+    """Mapping lists of many virtual datasets of one rank, by row: whether the row
+    was read (``ok``; else read it one by one with :meth:`FileBytes.mappings`); its
+    one source (``names[source_name[i]]``, file and dataset as stored); and its
+    blocks, rows ``first[i]:first[i] + count[i]`` of ``source`` and ``virtual``
+    (``(n, 2 * rank)``: first and last coordinates of each block)."""
+
+    ok: np.ndarray
+    names: list[tuple[bytes, bytes]]
+    source_name: np.ndarray
+    first: np.ndarray
+    count: np.ndarray
+    source: np.ndarray
+    virtual: np.ndarray
+
+
+def _field(rows: np.ndarray, at: int | np.ndarray, width: int) -> np.ndarray:
+    """The little-endian unsigned integers of ``width`` bytes at byte ``at`` (one
+    position, or one per row) of each row, as uint64."""
+    if isinstance(at, np.ndarray):
+        cols = at[:, None] + np.arange(width)
+        raw = np.take_along_axis(rows, cols, axis=1)
+    else:
+        raw = rows[:, at : at + width]
+    return np.ascontiguousarray(raw).view(f"<u{width}")[:, 0].astype(np.uint64)
+
+
+class _Rows:
+    """Bytes of the file at many offsets of the map."""
+
+    def __init__(self, file_bytes: FileBytes):
+        self.data = np.frombuffer(file_bytes.map, dtype=np.uint8)
+        self.base = file_bytes.base
+        self.size = file_bytes.size
+        self._windows: dict[int, np.ndarray] = {}
+
+    def _window(self, width: int) -> np.ndarray:
+        """Every ``width`` consecutive bytes of the map, as rows of a view (a row
+        taken from it is one copy, not ``width`` lookups)."""
+        found = self._windows.get(width)
+        if found is None:
+            found = self._windows[width] = np.lib.stride_tricks.sliding_window_view(
+                self.data, width
+            )
+        return found
+
+    def at(self, addresses: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+        """``width`` bytes at each HDF5 address (uint64); rows whose bytes run past the
+        end of the file are cleared in ``ok`` (and read as the file's first bytes)."""
+        if self.size < width:
+            ok[:] = False
+            return np.zeros((len(addresses), width), dtype=np.uint8)
+        ok &= addresses <= np.uint64(self.size - width)
+        start = np.where(ok, addresses, 0).astype(np.int64) + self.base
+        return self._window(width)[start]
+
+    def offsets(self, starts: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
+        """As :meth:`at` for offsets in the map (int64)."""
+        if len(self.data) < width:
+            ok[:] = False
+            return np.zeros((len(starts), width), dtype=np.uint8)
+        ok &= (starts >= 0) & (starts + width <= len(self.data))
+        return self._window(width)[np.where(ok, starts, 0)]
+
+
+def _is(rows: np.ndarray, signature: bytes) -> np.ndarray:
+    return (rows[:, : len(signature)] == np.frombuffer(signature, dtype=np.uint8)).all(axis=1)
+
+
+def _plain_sizes(file_bytes: FileBytes) -> bool:
+    return file_bytes.sizeof_addr == file_bytes.sizeof_size == 8
+
+
+def _walk_many(
+    file_bytes: FileBytes,
+    rows: _Rows,
+    addresses: list[int],
+    kinds: tuple[int, ...],
+    others: tuple[int, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the first unshared message of each of ``kinds`` is in the version-1
+    headers at ``addresses`` (``(n, len(kinds))`` body addresses and lengths), and
+    which rows were read: not those where a message of ``others`` comes first, nor
+    those with two continuations in one block, or whose bytes disagree."""
+    n = len(addresses)
+    size_of_file = np.uint64(file_bytes.size)
+    where = np.asarray(addresses, dtype=np.uint64)
+    ok = np.ones(n, dtype=bool)
+    prefix = rows.at(where, 16, ok)
+    ok &= prefix[:, 0] == 1
+    n_messages = _field(prefix, 2, 2).astype(np.int64)
+    pos = where + np.uint64(16)
+    end = pos + _field(prefix, 8, 4)
+    ok &= end <= size_of_file
+    # The continuation block met in the current block, walked once it ends.
+    next_pos = np.zeros(n, dtype=np.uint64)
+    next_end = np.zeros(n, dtype=np.uint64)
+    body = np.zeros((n, len(kinds)), dtype=np.uint64)
+    length = np.zeros((n, len(kinds)), dtype=np.int64)  # size + 1 once found
+    seen = np.zeros(n, dtype=np.int64)
+    active = ok.copy()
+    refused = np.asarray(others, dtype=np.uint64)
+    for _ in range(_MANY_MESSAGES):
+        move = np.flatnonzero(active & (pos >= end) & (next_end > 0))
+        pos[move], end[move] = next_pos[move], next_end[move]
+        next_end[move] = 0
+        at = np.flatnonzero(active & (pos < end))
+        active[:] = False
+        if not len(at):
+            break
+        step_ok = np.ones(len(at), dtype=bool)
+        message = rows.at(pos[at], 24, step_ok)
+        kind, size = _field(message, 0, 2), _field(message, 2, 2)
+        after = pos[at] + np.uint64(8) + size
+        seen[at] += 1
+        step_ok &= (
+            (after <= end[at])
+            & (size % np.uint64(8) == 0)
+            & (seen[at] <= n_messages[at])
+            & ~np.isin(kind, refused)
+        )
+        continued = step_ok & (kind == _CONTINUATION)
+        target, extent = _field(message, 8, 8), _field(message, 16, 8)
+        fits = (
+            (size >= 16)
+            & (next_end[at] == 0)
+            & (target <= size_of_file)
+            & (extent <= size_of_file - np.minimum(target, size_of_file))
+            & (extent > 0)
+        )
+        step_ok &= ~continued | fits
+        continued &= step_ok
+        next_pos[at[continued]] = target[continued]
+        next_end[at[continued]] = target[continued] + extent[continued]
+        for column, wanted in enumerate(kinds):
+            hit = step_ok & (kind == wanted) & (message[:, 4] & _SHARED == 0)
+            hit &= length[at, column] == 0
+            body[at[hit], column] = pos[at[hit]] + np.uint64(8)
+            length[at[hit], column] = size[hit].astype(np.int64) + 1
+        ok[at[~step_ok]] = False
+        pos[at] = after
+        active[at] = step_ok & ~(length[at] > 0).all(axis=1)
+    ok &= (length > 0).all(axis=1)
+    return body, length - 1, ok
+
+
+def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
+    """:meth:`FileBytes.links` of the groups at ``addresses``, for groups whose header
+    starts with a symbol table message and whose B-tree is one node; None for the
+    others (and for any that is not a group)."""
+    n = len(addresses)
+    if not n or not _plain_sizes(file_bytes):
+        return [None] * n
+    rows = _Rows(file_bytes)
+    undefined = np.uint64(file_bytes.undefined)
+    body, length, ok = _walk_many(
+        file_bytes, rows, addresses, (_SYMBOL_TABLE,), (_LINK_INFO, _LINK, _LAYOUT)
+    )
+    table = rows.at(body[:, 0], 16, ok)
+    ok &= length[:, 0] >= 16
+    btree, heap = _field(table, 0, 8), _field(table, 8, 8)
+    local = rows.at(heap, 32, ok)
+    ok &= _is(local, b"HEAP\0")
+    heap_size, heap_data = _field(local, 8, 8), _field(local, 24, 8)
+    ok &= (heap_data <= np.uint64(file_bytes.size)) & (
+        heap_size <= np.uint64(file_bytes.size) - np.minimum(heap_data, np.uint64(file_bytes.size))
+    )
+    tree = rows.at(btree, 40, ok)
+    ok &= _is(tree, b"TREE\0\0") & (_field(tree, 6, 2) == 1)
+    node = _field(tree, 32, 8)
+    symbols = rows.at(node, 8, ok)
+    count = _field(symbols, 6, 2).astype(np.int64)
+    ok &= _is(symbols, b"SNOD\1") & (count <= _MANY_SYMBOLS)
+    count[~ok] = 0
+    # One row per link: its group (row), and its entry in the symbol node.
+    row = np.repeat(np.arange(n), count)
+    number = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+    entry_ok = np.ones(len(row), dtype=bool)
+    entries = rows.at(
+        node[row] + np.uint64(8) + np.uint64(40) * number.astype(np.uint64), 24, entry_ok
+    )
+    offset, target = _field(entries, 0, 8), _field(entries, 8, 8)
+    entry_ok &= (
+        (_field(entries, 16, 4) != _CACHED_SOFT_LINK)
+        & (target != undefined)
+        & (target < np.uint64(file_bytes.size))
+        & (offset < heap_size[row])
+    )
+    window = rows.at(heap_data[row] + np.minimum(offset, heap_size[row]), _NAME_WINDOW, entry_ok)
+    inside = offset[:, None] + np.arange(_NAME_WINDOW, dtype=np.uint64) < heap_size[row][:, None]
+    ends = (window == 0) & inside
+    entry_ok &= ends.any(axis=1)
+    ok[row[~entry_ok]] = False
+    keep = ok[row]
+    row, target, window, ends = row[keep], target[keep], window[keep], ends[keep]
+    length = ends.argmax(axis=1)
+    window[np.arange(_NAME_WINDOW) >= length[:, None]] = 0
+    names, rank = np.unique(
+        np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
+    )
+    text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
+    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
+    for group, name, address in zip(
+        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
+    ):
+        links = found[group]
+        assert links is not None
+        links.append((text[name], address))
+    return found
+
+
+def many_datasets(file_bytes: FileBytes, addresses: list[int]) -> ManyDatasets:
+    """What the version-1 headers of the virtual datasets at ``addresses`` say, read
+    up to their dataspace, datatype and layout messages; None for any other object
+    (a group, a header continued before those messages, a rank above 4)."""
+    if not addresses or not _plain_sizes(file_bytes):
+        return many_datasets(file_bytes, [0])  # a row that is not read
+    rows = _Rows(file_bytes)
+    body, length, ok = _walk_many(
+        file_bytes,
+        rows,
+        addresses,
+        (_DATASPACE, _DATATYPE, _LAYOUT),
+        (_SYMBOL_TABLE, _LINK_INFO, _LINK),
+    )
+    # The dataspace: version, rank, flags, (type), then the dimensions (and maxima).
+    space = rows.at(body[:, 0], 8 + 16 * _MANY_RANK, ok)
+    version, rank, flags = space[:, 0], space[:, 1].astype(np.int64), space[:, 2]
+    ok &= ((version == 1) | ((version == 2) & (space[:, 3] < 2))) & (rank <= _MANY_RANK)
+    start = np.where(version == 1, 8, 4)
+    has_max = (flags & 1).astype(np.int64)
+    ok &= length[:, 0] >= start + 8 * rank * (1 + has_max)
+    dims = np.stack([_field(space, start + 8 * axis, 8) for axis in range(_MANY_RANK)], axis=1)
+    below = np.minimum(rank, _MANY_RANK)
+    maxima = np.stack(
+        [_field(space, start + 8 * (below + axis), 8) for axis in range(_MANY_RANK)], axis=1
+    )
+    valid = np.arange(_MANY_RANK) < rank[:, None]
+    over = valid & (has_max[:, None] == 1) & (maxima != undefined_of(file_bytes)) & (dims > maxima)
+    ok &= ~over.any(axis=1)
+    datatype = rows.at(body[:, 1], 8, ok)
+    ok &= length[:, 1] >= 8
+    layout = rows.at(body[:, 2], 14, ok)
+    ok &= (length[:, 2] >= 14) & (layout[:, 0] == 4) & (layout[:, 1] == _LAYOUT_VIRTUAL)
+    heap, index = _field(layout, 2, 8), _field(layout, 10, 4)
+    no_heap = heap == undefined_of(file_bytes)
+    return ManyDatasets(
+        ok=ok,
+        rank=rank,
+        dims=dims,
+        type_class=datatype[:, 0] & 0x0F,
+        element_size=_field(datatype, 4, 4),
+        has_heap=~no_heap,
+        heap=heap,
+        index=index,
+    )
+
+
+def undefined_of(file_bytes: FileBytes) -> np.uint64:
+    return np.uint64(file_bytes.undefined)
+
+
+def many_mappings(
+    file_bytes: FileBytes, heap: np.ndarray, index: np.ndarray, rank: int
+) -> ManyMappings:
+    """The mapping lists at global heap objects ``(heap[i], index[i])`` of virtual
+    datasets of rank ``rank``, read at once where a list is of version 0 and every
+    mapping reads one block of the same source into one block."""
+    n = len(heap)
+    ok = np.ones(n, dtype=bool)
+    starts = np.zeros(n, dtype=np.int64)
+    sizes = np.zeros(n, dtype=np.int64)
+    collections = file_bytes._collections
+    for address in np.unique(heap).tolist():
+        if address not in collections:
+            try:
+                collections[address] = file_bytes._collection(address)
+            except Unreadable:
+                collections[address] = {}
+    for i, (address, number) in enumerate(zip(heap.tolist(), index.tolist())):
+        where = collections[address].get(number)
+        if where is None:
+            ok[i] = False
+        else:
+            starts[i], sizes[i] = where
+    rows = _Rows(file_bytes)
+    head = rows.offsets(starts, 9 + _NAMES_WINDOW, ok)
+    count = _field(head, 1, 8)
+    ok &= (head[:, 0] == 0) & (count >= 1) & (count <= np.uint64(1 << 32))
+    # The two names of the first mapping: where the window's first two NULs are.
+    inside = np.arange(_NAMES_WINDOW) < (sizes - 13)[:, None]
+    nul = (head[:, 9:] == 0) & inside
+    first = nul.argmax(axis=1)
+    nul[np.arange(n), first] = False
+    second = nul.argmax(axis=1)
+    ok &= nul.any(axis=1) & (second > first)
+    names = second + 1  # bytes of both names and their NULs
+    entry = names + 2 * (24 + 8 * rank)
+    count = count.astype(np.int64)
+    ok &= sizes - 13 == count * entry
+    selection = np.frombuffer(
+        struct.pack("<6I", _SEL_HYPERSLABS, 1, 0, 8 + 8 * rank, rank, 1), dtype=np.uint8
+    )
+    source_name = np.zeros(n, dtype=np.int64)
+    owners: list[np.ndarray] = []
+    nothing = np.zeros((0, 2 * rank), dtype=np.int64)
+    sources, virtuals = [nothing], [nothing]
+    known: dict[bytes, int] = {}
+    text: list[tuple[bytes, bytes]] = []
+    for name_bytes in np.unique(names[ok]).tolist():
+        rowset = np.flatnonzero(ok & (names == name_bytes))
+        per = count[rowset]
+        owner = np.repeat(rowset, per)
+        number = np.arange(len(owner)) - np.repeat(np.cumsum(per) - per, per)
+        width = name_bytes + 2 * (24 + 8 * rank)
+        entry_ok = np.ones(len(owner), dtype=bool)
+        entries = rows.offsets(starts[owner] + 9 + number * width, width, entry_ok)
+        virtual_at = name_bytes + 24 + 8 * rank
+        entry_ok &= (
+            (entries[:, :name_bytes] == head[owner, 9 : 9 + name_bytes]).all(axis=1)
+            & (entries[:, name_bytes : name_bytes + 24] == selection).all(axis=1)
+            & (entries[:, virtual_at : virtual_at + 24] == selection).all(axis=1)
+        )
+        ok[owner[~entry_ok]] = False
+        raw = np.ascontiguousarray(head[rowset, 9 : 9 + name_bytes]).view(f"V{name_bytes}")
+        unique, inverse = np.unique(raw[:, 0], return_inverse=True)
+        for value in unique:
+            key = bytes(value)
+            if key not in known:
+                known[key] = len(text)
+                file_name, _, dataset_name = key[:-1].partition(b"\0")
+                text.append((file_name, dataset_name))
+        source_name[rowset] = np.asarray([known[bytes(value)] for value in unique])[inverse.ravel()]
+        owners.append(owner)
+        sources.append(np.ascontiguousarray(entries[:, name_bytes + 24 : virtual_at]).view("<u4"))
+        virtuals.append(np.ascontiguousarray(entries[:, virtual_at + 24 :]).view("<u4"))
+    owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
+    order = np.argsort(owner, kind="stable")  # each row's blocks together, in order
+    count[~ok] = 0
+    starts_of = np.zeros(n, dtype=np.int64)
+    taken = np.isin(owner[order], np.flatnonzero(ok))
+    order = order[taken]
+    kept = np.bincount(owner[order], minlength=n)
+    starts_of[1:] = np.cumsum(kept)[:-1]
+    return ManyMappings(
+        ok=ok,
+        names=text,
+        source_name=source_name,
+        first=starts_of,
+        count=kept,
+        source=np.concatenate(sources).astype(np.int64)[order],
+        virtual=np.concatenate(virtuals).astype(np.int64)[order],
+    )
