@@ -29,7 +29,6 @@ import gc
 import itertools
 import os
 import struct
-import tempfile
 import threading
 import time
 import warnings
@@ -475,6 +474,8 @@ def _close_without_writing(file: h5py.File, path: str) -> None:
     that fails leaves the file open inside HDF5, where a later open of the same path
     would share its stale view). The copy costs one pass over the file: it happens only
     when a crashed writer's journal waits."""
+    import tempfile
+
     with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))) as scratch:
         # No room for a copy: HDF5 may fail to close (and keep the file open).
         with contextlib.suppress(OSError), builtins.open(path, "rb") as source:

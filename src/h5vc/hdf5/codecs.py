@@ -33,16 +33,16 @@ import math
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 import h5vc.config as config
 from h5vc.cores import usable
-from h5vc.deflate import ZLIB_NG
-from h5vc.deflate import codec as _deflate
 from h5vc.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "BLOSC_COMPRESSORS",
@@ -154,6 +154,8 @@ def parallel_map(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[
     if _pool is None:
         with _pool_lock:
             if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 _pool = ThreadPoolExecutor(workers(), thread_name_prefix="h5vc-codec")
     return _pool.map(function, items)
 
@@ -325,7 +327,9 @@ class _Filter:
         if self.code == FILTER_SHUFFLE:
             return _shuffle(data, self.size)
         if self.code == FILTER_DEFLATE:
-            return _deflate.compress(data, self.level)
+            from h5vc.deflate import codec as deflate  # zlib-ng: loaded for deflated data
+
+            return deflate.compress(data, self.level)
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
@@ -359,7 +363,9 @@ class _Filter:
             _unshuffle_into(data, self.size, out)
             return out
         if self.code == FILTER_DEFLATE:
-            return _deflate.decompress(data)
+            from h5vc.deflate import codec as deflate
+
+            return deflate.decompress(data)
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
@@ -407,6 +413,8 @@ class Pipeline:
     def faster_than_hdf5(self) -> bool:
         """Whether this pipeline beats HDF5's own filters even on one core: deflate (and
         shuffle) on zlib-ng do; Blosc and Zstandard through numcodecs do not."""
+        from h5vc.deflate import ZLIB_NG
+
         codes = {item.code for item in self.filters}
         return ZLIB_NG and codes <= {FILTER_DEFLATE, FILTER_SHUFFLE}
 

@@ -27,7 +27,7 @@ from h5vc.errors import (
     RefNotFoundError,
 )
 from h5vc.store import layout
-from h5vc.versions import FileState, check_new_version_name
+from h5vc.versions import FileState
 from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.timestamps import now
 
@@ -415,6 +415,8 @@ def generated_version_name(state: FileState) -> str:
 
 def check_version_name(state: FileState, name: str) -> str:
     """``name`` if a new version may take it: not a version, branch or tag yet."""
+    from h5vc.versions import check_new_version_name  # the commit writer: loaded to write
+
     name = check_new_version_name(state, name)
     for kind in (BRANCH, TAG):
         if state.refs.get(kind, name) is not None:

@@ -40,7 +40,6 @@ from h5vc.hdf5 import codecs
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
-from h5vc.store import fastread
 from h5vc.store.groups import require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -281,10 +280,14 @@ class RawDataStore:
         self._index = None
         self._first_free = 0
         self.verified_slots = set()
+        from h5vc.store import fastread  # the positioned reader: loaded by the first large read
+
         fastread.forget(self.raw_data)
 
     def replace_with(self, new: RawDataStore) -> None:
         """Move ``new``'s raw_data and hash_table in place of this store's."""
+        from h5vc.store import fastread
+
         fastread.forget(self.raw_data)
         for name in (RAW_DATA, HASH_TABLE):
             del self.group[name]
@@ -480,6 +483,8 @@ class RawDataStore:
                 self._write_unwritten()
         # Chunks written over free slots may have moved in the file (compressed ones
         # of another size): those are looked up again.
+        from h5vc.store import fastread
+
         fastread.forget(self.raw_data, appended=first >= held)
 
     def _writes_raw_bytes(self, data: np.ndarray) -> bool:
@@ -534,6 +539,8 @@ class RawDataStore:
         raw_rows, table_rows, n_rows = checkpoint
         self._unwritten.clear()
         self.raw_data.resize(raw_rows, axis=0)
+        from h5vc.store import fastread
+
         fastread.forget(self.raw_data)
         self._n_slots = None
         self.hash_table.resize((table_rows,))

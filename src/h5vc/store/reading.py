@@ -17,17 +17,17 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
 from h5vc.hdf5.damage import damaged
-from h5vc.staging import StagedChangesArray
-from h5vc.staging.transfer import read_many_slices
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.fastread import fast_reader
+
+if TYPE_CHECKING:
+    from h5vc.staging import StagedChangesArray
 
 __all__ = ["CommittedReader", "RawDataSlab", "read_fill", "staged_array"]
 
@@ -65,6 +65,8 @@ class RawDataSlab:
         small for positioned reads to pay (:func:`~h5vc.store.planner.positioned_reads_pay`)."""
         if not planner.positioned_reads_pay(math.prod(counts) * self.dtype.itemsize):
             return None
+        from h5vc.store.fastread import fast_reader  # loaded by the first large read
+
         reader = fast_reader(self.dataset)
         if reader is None:
             return None
@@ -95,6 +97,8 @@ class RawDataSlab:
             and all(step == 1 for step in dst_step)
             and planner.positioned_reads_pay(sum(map(math.prod, counts)) * self.dtype.itemsize)
         ):
+            from h5vc.store.fastread import fast_reader
+
             reader = fast_reader(self.dataset)
             if reader is not None:
                 left = reader.read(destination, src_starts, dst_starts, counts)
@@ -135,6 +139,8 @@ def staged_array(
     chunk_map: ChunkMap, raw_data: h5py.Dataset, dtype: np.dtype, fillvalue: Any
 ) -> StagedChangesArray:
     """A staging array whose chunks sit on ``raw_data`` per ``chunk_map``."""
+    from h5vc.staging import StagedChangesArray  # loaded on the first staged array
+
     slots = chunk_map.slots
     stored = slots >= 0
     return StagedChangesArray(
@@ -233,6 +239,8 @@ class CommittedReader:
             out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
         stored = ~pieces.fill
         if stored.any():
+            from h5vc.staging.transfer import read_many_slices  # loaded by the first such read
+
             ones = (1,) * out.ndim
             read_many_slices(
                 self._slab_of_raw_data(),

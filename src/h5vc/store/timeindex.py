@@ -30,7 +30,6 @@ The index only imports h5py and numpy, so the commit code can call
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import h5py
@@ -116,6 +115,8 @@ def write_index(
     text = h5py.string_dtype()
     group.create_dataset(NAMES, data=names, dtype=text, maxshape=(None,), chunks=(CHUNK_ROWS,))
     if log is not None:
+        import json  # the log column: loaded when it is read or written, not at open
+
         rows = np.array([json.dumps(log[name]) for _, name in ordered], dtype=object)
         group.create_dataset(LOG, data=rows, dtype=text, maxshape=(None,), chunks=(CHUNK_ROWS,))
 
@@ -131,6 +132,8 @@ def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
     rows = group[LOG].asstr()[()]
     if not len(stamps) == len(names) == len(rows):
         return None
+    import json
+
     entries = json.loads("[" + ",".join(rows) + "]")  # one parse, not one per version
     return list(zip(stamps, names.tolist(), entries))
 
@@ -179,6 +182,8 @@ def append_entry(
     _append_one(names, n, np.array([name], dtype=text))
     _append_one(stamps, n, np.array([value], dtype=np.int64))
     if rows is not None:
+        import json
+
         _append_one(rows, n, np.array([json.dumps(log)], dtype=text))
 
 

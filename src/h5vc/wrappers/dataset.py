@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
@@ -21,13 +21,16 @@ import numpy as np
 from h5vc.errors import ClosedError, InvalidOptionError, ReadOnlyError, VersionNotFoundError
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.mappings import Mappings
-from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.reading import CommittedReader, RawDataSlab, read_fill, staged_array
-from h5vc.versions import DatasetCommit, FileState, Link
+from h5vc.versions import FileState
 from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
+
+if TYPE_CHECKING:  # the staging engine and the commit writer load on the first write
+    from h5vc.staging import StagedChangesArray
+    from h5vc.versions import DatasetCommit, Link
 
 __all__ = [
     "CommittedDataset",
@@ -582,6 +585,8 @@ class StagedDataset(_DatasetBase):
         return self.shape != self._base_shape
 
     def to_commit(self, path: str) -> DatasetCommit | Link:
+        from h5vc.versions import DatasetCommit
+
         if self._base is not None and not self.changed:
             return self._base
         return DatasetCommit(
