@@ -17,19 +17,31 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 
+from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
+from h5vc.hdf5.mappings import StoredVirtual
 from h5vc.staging import StagedChangesArray
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.fastread import fast_reader
+from h5vc.store.vds import source_name
 
-__all__ = ["CommittedReader", "RawDataSlab", "read_fill", "staged_array"]
+__all__ = [
+    "CommittedReader",
+    "RawDataSlab",
+    "SmallReads",
+    "read_fill",
+    "small_read",
+    "small_reads",
+    "staged_array",
+]
 
 
 class RawDataSlab:
@@ -246,3 +258,75 @@ class CommittedReader:
         if any(by_int for _, _, by_int in plan.box):
             return out[plan.squeeze()]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class SmallReads:
+    """A committed dataset whose small reads HDF5 serves as its chunk map would (see
+    :func:`small_reads`): its shape and item size, its ``raw_data``, and where a
+    dataset mapped as one block starts in it (``offset``, else None)."""
+
+    shape: tuple[int, ...]
+    itemsize: int
+    raw_data: h5py.Dataset
+    offset: tuple[int, ...] | None
+
+
+def small_reads(
+    stored: StoredVirtual, raw_data: h5py.Dataset, dtype: np.dtype, filename: str
+) -> SmallReads | None:
+    """Whether HDF5's small reads of a virtual dataset give what its chunk map would,
+    so that they need no chunk map (:func:`small_read`); None where not, and reads go
+    through the chunk map.
+
+    ``stored`` is what the virtual dataset's header says (read from the file's bytes
+    before HDF5 opened it); ``raw_data`` and ``dtype`` are those of its chunk store,
+    whose checks have passed. The dataset must be of numbers, mapped whole (no fill
+    value involved) in at most :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks of
+    that ``raw_data``. Raises :class:`~h5vc.errors.CorruptDataError` for a mapping
+    past the end of ``raw_data``."""
+    mappings, shape = stored.mappings, stored.shape
+    blocks = len(mappings.virtual)
+    if not shape or not blocks or blocks > planner.HDF5_READ_BLOCKS or dtype.kind not in "biufc":
+        return None
+    if mappings.sources != frozenset([source_name(raw_data)]):
+        return None
+    if len(mappings.source) != blocks or mappings.virtual.shape[2] != len(shape):
+        return None
+    extents = mappings.virtual[:, 1] - mappings.virtual[:, 0] + 1
+    if int(extents.prod(axis=1).sum()) != math.prod(shape):
+        return None
+    rows = raw_data.shape
+    ends = [int(end) for end in mappings.source[:, 1].max(axis=0)]
+    if len(rows) != len(ends) or any(end >= n for end, n in zip(ends, rows)):
+        raise CorruptDataError(
+            f"Expected the virtual dataset mapping {raw_data.name} in {filename!r} to map "
+            f"elements of its shape {tuple(rows)}. Got a mapping reaching {tuple(ends)}. "
+            f"Run h5vc.verify on the file; restore it from a copy if it was written."
+        )
+    offset = None
+    if blocks == 1 and np.array_equal(
+        extents[0], mappings.source[0, 1] - mappings.source[0, 0] + 1
+    ):
+        offset = tuple(int(n) for n in mappings.source[0, 0] - mappings.virtual[0, 0])
+    return SmallReads(tuple(shape), dtype.itemsize, raw_data, offset)
+
+
+def small_read(virtual: h5py.Dataset, small: SmallReads, index: Any, filename: str) -> Any:
+    """``virtual[index]`` read by HDF5 (from ``raw_data`` itself for a dataset mapped
+    as one block) where ``index`` is a basic selection of at most
+    :data:`~h5vc.store.planner.HDF5_READ_BYTES` (``small``: what :func:`small_reads`
+    found); ``NotImplemented`` for any other index (the chunk map's way reads it)."""
+    box = planner.small_box(index, small.shape, small.itemsize)
+    if box is None:
+        return NotImplemented
+    raw_data, offset = small.raw_data, small.offset
+    with damaged(filename, f"A chunk of {raw_data.name}"):
+        if offset is None:
+            return virtual[tuple(a if by_int else slice(a, b) for a, b, by_int in box)]
+        return raw_data[
+            tuple(
+                a + shift if by_int else slice(a + shift, b + shift)
+                for (a, b, by_int), shift in zip(box, offset)
+            )
+        ]

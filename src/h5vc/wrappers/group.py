@@ -305,16 +305,22 @@ class CommittedGroup(_GroupBase):
         return cached
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
-        where = f"Object {self._group.name}/{name}"
+        group = self._group
+        where = f"Object {group.name}/{name}"
         path = _join(self._path, name)
         try:
             with damaged(self._state.filename, where):
-                mappings = self._state.chunk_maps.mappings_before_open(
-                    self._version, path, self._group, name
-                )
-                obj = self._group[name]
+                # The kind of object, from its header, without opening it: a dataset
+                # is opened by HDF5 on its first use (after its mappings are checked).
+                link = name.encode()
+                if not group.id.links.exists(link):
+                    raise KeyError(name)
+                kind = h5py.h5o.get_info(group.id, link).type
+                if kind == h5py.h5o.TYPE_DATASET:
+                    return open_committed_dataset(self._state, self._version, path, group)
+                obj = group[name]
         except KeyError as error:
-            if name in self._group:  # the link is there, the object cannot be opened
+            if name in group:  # the link is there, the object cannot be opened
                 raise CorruptDataError(
                     f"{where} in {self._state.filename!r} is damaged and cannot be opened: {error}."
                 ) from error
@@ -330,7 +336,10 @@ class CommittedGroup(_GroupBase):
                 if schema is not None:
                     return CommittedColumn(self._state, self._version, path, obj, schema)
             return CommittedGroup(self._state, self._version, obj, path, self._views)
-        return open_committed_dataset(self._state, self._version, path, obj, mappings)
+        raise CorruptDataError(
+            f"{where} in {self._state.filename!r} is neither a group nor a dataset "
+            f"({type(obj).__name__}): it cannot be read as part of version {self._version!r}."
+        )
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise ReadOnlyError(
