@@ -184,3 +184,76 @@ def test_a_dataset_mapping_past_its_store_is_reported_as_damage(tmp_path: Path) 
         file["_version_data/small/raw_data"].resize((0,))
     with h5vc.open(path, "r") as vf, pytest.raises(h5vc.CorruptDataError, match="raw_data"):
         vf["v1"]["small"][:]
+
+
+def _mapping_list(path: Path, group: str, name: str) -> bytes:
+    """The stored mapping list (global heap object) of virtual dataset group/name."""
+    from h5vc.hdf5.header import LAYOUT, stored_messages
+    from h5vc.hdf5.mappings import _heap_object
+
+    with h5py.File(path, "r") as f:
+        stored = stored_messages(f[group], name, frozenset((LAYOUT,)))
+        assert stored is not None
+        blob = _heap_object(
+            stored.reader, stored.messages[LAYOUT], stored.sizeof_addr, stored.sizeof_size
+        )
+        assert blob is not None
+        return blob
+
+
+def test_the_checksum_of_mapping_lists_is_hdf5_s(tmp_path: Path) -> None:
+    """h5vc computes HDF5's checksum (lookup3) of a mapping list: it agrees with the
+    one HDF5 stored, for lists of one and of several mappings of any length."""
+    from h5vc.hdf5.mappings import checksum, stored_virtual
+
+    path = tmp_path / "data.h5"
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v1") as g:
+            for length in (1, 3, 11, 12, 13, 40):
+                g.create_dataset(f"a{length}", data=np.arange(1, length + 1), chunks=(4,))
+        with vf.stage_version("v2") as g:
+            g["a40"][5] = -1
+    for version in ("v1", "v2"):
+        group = f"/_version_data/versions/{version}"
+        with h5py.File(path, "r") as f:
+            names = list(f[group])
+        for name in names:
+            blob = _mapping_list(path, group, name)
+            assert checksum(blob[:-4]) == int.from_bytes(blob[-4:], "little"), name
+            with h5py.File(path, "r") as f:
+                stored = stored_virtual(f[group], name)
+            assert stored is not None and stored.checksum_verified, name
+    assert checksum(b"") == 0xDEADBEEF
+    assert checksum(b"Four score and seven years ago") == 0x17770551  # lookup3's own test
+
+
+@pytest.mark.usefixtures("hdf5_reads_small_selections")
+@pytest.mark.parametrize("opener", OPENERS)
+def test_a_damaged_coordinate_of_a_small_dataset_is_damage_not_other_data(
+    tmp_path: Path, opener: str
+) -> None:
+    """A flipped byte in the source coordinates of a one-mapping list still decodes;
+    its checksum tells (as HDF5's open would): the read raises CorruptDataError
+    instead of returning the other slot's data."""
+    path = tmp_path / "data.h5"
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("small", data=np.arange(4), chunks=(4,))
+        with vf.stage_version("v2") as g:
+            g["small"][:] = 7
+    blob = _mapping_list(path, "/_version_data/versions/v2", "small")
+    data = path.read_bytes()
+    at = data.find(blob)
+    assert at > 0 and data.find(blob, at + 1) < 0
+    # The source selection's start coordinate on axis 0 (slot 1: row 4): make it row
+    # 0, slot 0, which holds v1's data.
+    source_start = blob.find((4).to_bytes(4, "little") + (7).to_bytes(4, "little"))
+    assert source_start > 0
+    damaged = bytearray(data)
+    damaged[at + source_start] = 0
+    damaged[at + source_start + 4] = 3
+    path.write_bytes(bytes(damaged))
+    with opened(path, opener) as vf:
+        assert vf["v1"]["small"][:].tolist() == [0, 1, 2, 3]
+        with pytest.raises(h5vc.CorruptDataError):
+            vf["v2"]["small"][:]

@@ -17,21 +17,27 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import h5py
 import numpy as np
 
-from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
-from h5vc.hdf5.mappings import StoredVirtual
+from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, PIPELINE, checked_messages, chunk_dims
+from h5vc.hdf5.mappings import StoredVirtual, stored_dims
 from h5vc.staging import StagedChangesArray
 from h5vc.staging.transfer import read_many_slices
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.fastread import fast_reader
-from h5vc.store.vds import source_name
+
+#: Datatype classes of numbers (fixed-point and floating-point: the low bits of a
+#: datatype message's first byte).
+_NUMBER_CLASSES = frozenset((0, 1))
+#: The header messages of ``raw_data`` :func:`small_reads` looks at.
+_SOURCE_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT, PIPELINE))
 
 __all__ = [
     "CommittedReader",
@@ -263,70 +269,100 @@ class CommittedReader:
 @dataclass(frozen=True, slots=True)
 class SmallReads:
     """A committed dataset whose small reads HDF5 serves as its chunk map would (see
-    :func:`small_reads`): its shape and item size, its ``raw_data``, and where a
-    dataset mapped as one block starts in it (``offset``, else None)."""
+    :func:`small_reads`): its shape, item size, the name of the ``raw_data`` it maps
+    and, for a dataset mapped as one block from a mapping list whose checksum was
+    verified, that ``raw_data`` and where the block starts in it (read directly,
+    without opening the virtual dataset)."""
 
     shape: tuple[int, ...]
     itemsize: int
-    raw_data: h5py.Dataset
-    offset: tuple[int, ...] | None
+    source: str
+    raw_data: h5py.Dataset | None = None
+    offset: tuple[int, ...] = ()
 
 
 def small_reads(
-    stored: StoredVirtual, raw_data: h5py.Dataset, dtype: np.dtype, filename: str
+    stored: StoredVirtual, file_id: h5py.h5f.FileID, filename: str, where: str
 ) -> SmallReads | None:
-    """Whether HDF5's small reads of a virtual dataset give what its chunk map would,
-    so that they need no chunk map (:func:`small_read`); None where not, and reads go
-    through the chunk map.
+    """Whether HDF5's small reads of a virtual dataset (``where``, in the file of
+    ``file_id``) give what its chunk map would, so that they need neither the chunk
+    map nor the chunk store (:func:`small_read`); None where not, and reads go through
+    the chunk map (whose checks report damage).
 
     ``stored`` is what the virtual dataset's header says (read from the file's bytes
-    before HDF5 opened it); ``raw_data`` and ``dtype`` are those of its chunk store,
-    whose checks have passed. The dataset must be of numbers, mapped whole (no fill
-    value involved) in at most :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks of
-    that ``raw_data``. Raises :class:`~h5vc.errors.CorruptDataError` for a mapping
-    past the end of ``raw_data``."""
-    mappings, shape = stored.mappings, stored.shape
+    before HDF5 opens it). It must map every element (no fill value involved) of
+    numbers in at most :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks of one
+    ``raw_data`` of this file, which must be laid out as a chunk store is
+    (``(slots * c0, *chunks[1:])``, blocks starting on slots), hold the same datatype
+    message and have no filters. Its header is checked
+    (:func:`~h5vc.hdf5.header.check_dataset_header`) before HDF5 opens it. Raises
+    :class:`~h5vc.errors.CorruptDataError` if it is damaged."""
+    mappings, shape, datatype = stored.mappings, stored.shape, stored.datatype
     blocks = len(mappings.virtual)
-    if not shape or not blocks or blocks > planner.HDF5_READ_BLOCKS or dtype.kind not in "biufc":
+    if not shape or not blocks or blocks > planner.HDF5_READ_BLOCKS or datatype is None:
         return None
-    if mappings.sources != frozenset([source_name(raw_data)]):
+    if len(datatype) < 8 or datatype[0] & 0x0F not in _NUMBER_CLASSES:
         return None
-    if len(mappings.source) != blocks or mappings.virtual.shape[2] != len(shape):
+    if len(mappings.sources) != 1 or len(mappings.source) != blocks:
         return None
+    ((source_file, source_dataset),) = mappings.sources
     extents = mappings.virtual[:, 1] - mappings.virtual[:, 0] + 1
-    if int(extents.prod(axis=1).sum()) != math.prod(shape):
+    if source_file != b"." or int(extents.prod(axis=1).sum()) != math.prod(shape):
         return None
-    rows = raw_data.shape
-    ends = [int(end) for end in mappings.source[:, 1].max(axis=0)]
-    if len(rows) != len(ends) or any(end >= n for end, n in zip(ends, rows)):
-        raise CorruptDataError(
-            f"Expected the virtual dataset mapping {raw_data.name} in {filename!r} to map "
-            f"elements of its shape {tuple(rows)}. Got a mapping reaching {tuple(ends)}. "
-            f"Run h5vc.verify on the file; restore it from a copy if it was written."
-        )
-    offset = None
-    if blocks == 1 and np.array_equal(
-        extents[0], mappings.source[0, 1] - mappings.source[0, 0] + 1
-    ):
+    name = source_dataset.replace(b"%%", b"%")
+    parent, _, member = name.rpartition(b"/")
+    if not parent.startswith(b"/") or not member:
+        return None
+    text = member.decode()
+    try:
+        with damaged(filename, f"The chunk store {parent.decode()}"):
+            group = h5py.Group(h5py.h5g.open(file_id, parent))
+            held = checked_messages(group, text, _SOURCE_MESSAGES)  # before HDF5 opens it
+    except (KeyError, ValueError):  # h5py's words for a missing object
+        return None  # the chunk map's way reports a missing store
+    if held is None or PIPELINE in held.messages or held.messages.get(DATATYPE) != datatype:
+        return None
+    rows = stored_dims(held)
+    layout = held.messages.get(LAYOUT)
+    chunks = None if layout is None else chunk_dims(layout, held.sizeof_addr)
+    if rows is None or chunks is None or not len(rows) == len(chunks) == len(shape):
+        return None
+    starts = mappings.source[:, 0]
+    if rows[1:] != chunks[1:] or rows[0] % chunks[0] or np.any(starts[:, 0] % chunks[0]):
+        return None
+    if np.any(starts[:, 1:]):
+        return None
+    ends = mappings.source[:, 1].max(axis=0).tolist()
+    if any(end >= n for end, n in zip(ends, rows)):
+        return None  # past the end of raw_data: the chunk map's checks report it
+    itemsize = int.from_bytes(datatype[4:8], "little")
+    source_extent = mappings.source[0, 1] - mappings.source[0, 0] + 1
+    if blocks == 1 and stored.checksum_verified and np.array_equal(extents[0], source_extent):
+        with damaged(filename, f"Object {name.decode()}"):
+            raw_data = h5py.Dataset(h5py.h5d.open(group.id, member))
         offset = tuple(int(n) for n in mappings.source[0, 0] - mappings.virtual[0, 0])
-    return SmallReads(tuple(shape), dtype.itemsize, raw_data, offset)
+        return SmallReads(tuple(shape), itemsize, name.decode(), raw_data, offset)
+    return SmallReads(tuple(shape), itemsize, name.decode())
 
 
-def small_read(virtual: h5py.Dataset, small: SmallReads, index: Any, filename: str) -> Any:
-    """``virtual[index]`` read by HDF5 (from ``raw_data`` itself for a dataset mapped
-    as one block) where ``index`` is a basic selection of at most
+def small_read(
+    small: SmallReads, index: Any, filename: str, virtual: Callable[[], h5py.Dataset]
+) -> Any:
+    """``dataset[index]`` read by HDF5, from ``raw_data`` directly or from the virtual
+    dataset (``virtual()`` opens it), where ``index`` is a basic selection of at most
     :data:`~h5vc.store.planner.HDF5_READ_BYTES` (``small``: what :func:`small_reads`
     found); ``NotImplemented`` for any other index (the chunk map's way reads it)."""
     box = planner.small_box(index, small.shape, small.itemsize)
     if box is None:
         return NotImplemented
-    raw_data, offset = small.raw_data, small.offset
-    with damaged(filename, f"A chunk of {raw_data.name}"):
-        if offset is None:
-            return virtual[tuple(a if by_int else slice(a, b) for a, b, by_int in box)]
-        return raw_data[
-            tuple(
-                a + shift if by_int else slice(a + shift, b + shift)
-                for (a, b, by_int), shift in zip(box, offset)
-            )
-        ]
+    raw_data = small.raw_data
+    if raw_data is None:
+        dataset = virtual()
+        with damaged(filename, f"A chunk of {small.source}"):
+            return dataset[tuple(a if by_int else slice(a, b) for a, b, by_int in box)]
+    selection = tuple(
+        a + shift if by_int else slice(a + shift, b + shift)
+        for (a, b, by_int), shift in zip(box, small.offset)
+    )
+    with damaged(filename, f"A chunk of {small.source}"):
+        return raw_data[selection]

@@ -254,6 +254,7 @@ class CommittedDataset(_DatasetBase):
         state: FileState,
         mappings: Mappings | None = None,
         parent: h5py.Group | None = None,
+        stored: StoredVirtual | None = None,
     ):
         self._version = version
         self._path = path
@@ -264,7 +265,7 @@ class CommittedDataset(_DatasetBase):
         self._state = state
         self._generation = state.generation
         loaded = None if chunk_map is None or raw_data is None else (chunk_map, raw_data, fillvalue)
-        self._take(dataset, loaded, mappings, parent)
+        self._take(dataset, loaded, mappings, parent, stored)
 
     def _take(
         self,
@@ -272,6 +273,7 @@ class CommittedDataset(_DatasetBase):
         loaded: tuple[ChunkMap, h5py.Dataset, Any] | None,
         mappings: Mappings | None,
         parent: h5py.Group | None = None,
+        stored: StoredVirtual | None = None,
     ) -> None:
         if dataset is None and parent is None:
             raise TypeError("Expected the virtual dataset or the group holding it.")
@@ -288,8 +290,9 @@ class CommittedDataset(_DatasetBase):
         #: What the header of the virtual dataset said when it was opened, kept until
         #: the first read; then, if HDF5 serves small reads before (and without) the
         #: chunk map, how (see :func:`~h5vc.store.reading.small_reads`).
-        self._stored: StoredVirtual | None = None
+        self._stored = stored
         self._small: SmallReads | None = None
+        self._small_found = False
 
     @property
     def _dataset(self) -> h5py.Dataset:
@@ -364,7 +367,7 @@ class CommittedDataset(_DatasetBase):
         with state.reading():
             generation = state.generation
             fresh = reopen_in(state, self._version, self._path)
-            self._take(fresh._opened, fresh._loaded, fresh._mappings, fresh._parent)
+            self._take(fresh._opened, fresh._loaded, fresh._mappings, fresh._parent, fresh._stored)
             self._generation = generation
 
     @property
@@ -405,22 +408,34 @@ class CommittedDataset(_DatasetBase):
         if self._loaded is None:
             small = self._small_reads()
             if small is not None:
-                data = small_read(self._dataset, small, index, self._state.filename)
+                data = small_read(small, index, self._state.filename, self._open_dataset)
                 if data is not NotImplemented:
                     return data
         return self._committed_reader().read(index)
 
+    def _open_dataset(self) -> h5py.Dataset:
+        return self._dataset
+
     def _small_reads(self) -> SmallReads | None:
         """How HDF5 serves small reads before the chunk map is made (None: it does
-        not); found once, on the first read, from the chunk store and the mappings
-        read when the dataset was opened."""
+        not); found once, on the first read, from the headers of the dataset (read
+        when it was opened) and of its ``raw_data``."""
         self._current()
-        dataset = self._dataset
+        if self._small_found:
+            return self._small
+        if self._stored is None:
+            self._dataset  # opening it reads its header (of a file open read-only)  # noqa: B018
         stored, self._stored = self._stored, None
+        self._small_found = True
         if stored is not None:
-            state = self._state
-            store = state.stores.require(self._path, self._version, dataset)
-            self._small = small_reads(stored, store.raw_data, store.dtype, state.filename)
+            where = self._opened if self._opened is not None else self._parent
+            assert where is not None
+            self._small = small_reads(
+                stored,
+                h5py.h5i.get_file_id(where.id),
+                self._state.filename,
+                f"{self._version!r}/{self._path}",
+            )
         return self._small
 
     def _committed_reader(self) -> CommittedReader:
@@ -556,12 +571,18 @@ def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
 
 
 def open_committed_dataset(
-    state: FileState, version: str, path: str, parent: h5py.Group
+    state: FileState,
+    version: str,
+    path: str,
+    parent: h5py.Group,
+    stored: StoredVirtual | None = None,
 ) -> CommittedDataset:
     """The read-only view of dataset ``path`` of committed ``version``, a member of
-    ``parent``: HDF5 opens it, and its chunk map and chunk store are found, when first
-    needed."""
-    return CommittedDataset(None, version=version, path=path, state=state, parent=parent)
+    ``parent`` (``stored``: what its header says, read from the file's bytes): HDF5
+    opens it, and its chunk map and chunk store are found, when first needed."""
+    return CommittedDataset(
+        None, version=version, path=path, state=state, parent=parent, stored=stored
+    )
 
 
 class StagedDataset(_DatasetBase):

@@ -315,9 +315,15 @@ class CommittedGroup(_GroupBase):
                 link = name.encode()
                 if not group.id.links.exists(link):
                     raise KeyError(name)
+                # A virtual dataset's header read from the file's bytes (a file open
+                # read-only) tells its kind, and its mappings are checked now.
+                state = self._state
+                stored = state.chunk_maps.virtual_before_open(self._version, path, group, name)
+                if stored is not None:
+                    return open_committed_dataset(state, self._version, path, group, stored)
                 kind = h5py.h5o.get_info(group.id, link).type
                 if kind == h5py.h5o.TYPE_DATASET:
-                    return open_committed_dataset(self._state, self._version, path, group)
+                    return open_committed_dataset(state, self._version, path, group)
                 obj = group[name]
         except KeyError as error:
             if name in group:  # the link is there, the object cannot be opened
