@@ -108,9 +108,9 @@ def test_a_dataset_opened_is_opened_by_hdf5_on_its_first_read_only(
     opens: list[str] = []
     real = dataset_module.open_member
 
-    def counted(state: Any, version: str, path: str, parent: Any) -> Any:
+    def counted(state: Any, version: str, path: str, parent: Any, **options: Any) -> Any:
         opens.append(path)
-        return real(state, version, path, parent)
+        return real(state, version, path, parent, **options)
 
     monkeypatch.setattr(dataset_module, "open_member", counted)
     with opened(path, opener) as vf:
@@ -118,6 +118,7 @@ def test_a_dataset_opened_is_opened_by_hdf5_on_its_first_read_only(
         assert opens == []
         assert x[5] == 2
         assert x[:3].tolist() == [2, 2, 2]
+        assert x.shape == (1000,)
         assert opens == ["x"]
 
 

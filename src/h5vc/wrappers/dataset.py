@@ -291,6 +291,8 @@ class CommittedDataset(_DatasetBase):
         #: the first read; then, if HDF5 serves small reads before (and without) the
         #: chunk map, how (see :func:`~h5vc.store.reading.small_reads`).
         self._stored = stored
+        if stored is not None and mappings is None:
+            self._mappings = stored.mappings
         self._small: SmallReads | None = None
         self._small_found = False
 
@@ -305,8 +307,13 @@ class CommittedDataset(_DatasetBase):
                 dataset = self._opened
                 if dataset is None:
                     assert self._parent is not None
+                    # Mappings known were checked in this generation of the file.
                     dataset, stored = open_member(
-                        self._state, self._version, self._path, self._parent
+                        self._state,
+                        self._version,
+                        self._path,
+                        self._parent,
+                        checked=self._mappings is not None,
                     )
                     self._opened, self._parent = dataset, None
                     if self._loaded is None and stored is not None:
@@ -523,30 +530,39 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
 
 
 def open_member(
-    state: FileState, version: str, path: str, parent: h5py.Group
+    state: FileState, version: str, path: str, parent: h5py.Group, *, checked: bool = False
 ) -> tuple[h5py.Dataset, StoredVirtual | None]:
     """HDF5's open of the virtual dataset ``path`` of ``version`` (a member of
     ``parent``), after its mappings are read and checked from the file's bytes (see
-    :mod:`h5vc.hdf5.mappings`); returns it with what its header says (None if that
-    was not read: a file open for writing, a chunk map known already). Raises
+    :mod:`h5vc.hdf5.mappings`) unless ``checked`` (they were, in this generation of
+    the file); returns it with what its header says (None if that was not read: a
+    file open for writing, a chunk map known already, ``checked``). Raises
     :class:`~h5vc.errors.CorruptDataError` if it is damaged, KeyError if it is gone."""
     name = path.strip("/").rpartition("/")[2]
-    where = f"Object {parent.name}/{name}"
     try:
-        with damaged(state.filename, where):
-            stored = state.chunk_maps.virtual_before_open(version, path, parent, name)
+        try:
+            stored = (
+                None
+                if checked
+                else state.chunk_maps.virtual_before_open(version, path, parent, name)
+            )
             obj = parent[name]
+        except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+            # Named only when something is wrong (a group's name costs an HDF5 call).
+            with damaged(state.filename, f"Object {parent.name}/{name}"):
+                raise
     except KeyError as error:
         if name in parent:  # the link is there, the object cannot be opened
             raise CorruptDataError(
-                f"{where} in {state.filename!r} is damaged and cannot be opened: {error}."
+                f"Object {parent.name}/{name} in {state.filename!r} is damaged and cannot "
+                f"be opened: {error}."
             ) from error
         raise KeyError(
             f"Unable to open object {name!r} of version {version!r}: no such member"
         ) from None
     if not isinstance(obj, h5py.Dataset):
         raise CorruptDataError(
-            f"Expected {where} in {state.filename!r} to be a dataset, as it was when "
+            f"Expected {parent.name}/{name} in {state.filename!r} to be a dataset, as it was when "
             f"version {version!r} was opened. Got a {type(obj).__name__}."
         )
     return obj, stored

@@ -306,18 +306,16 @@ class CommittedGroup(_GroupBase):
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
         group = self._group
-        where = f"Object {group.name}/{name}"
         path = _join(self._path, name)
+        state = self._state
         try:
-            with damaged(self._state.filename, where):
-                # The kind of object, from its header, without opening it: a dataset
-                # is opened by HDF5 on its first use (after its mappings are checked).
+            try:
                 link = name.encode()
                 if not group.id.links.exists(link):
                     raise KeyError(name)
                 # A virtual dataset's header read from the file's bytes (a file open
-                # read-only) tells its kind, and its mappings are checked now.
-                state = self._state
+                # read-only) tells its kind, and its mappings are checked now; else
+                # HDF5 tells the kind. A dataset is opened by HDF5 on its first use.
                 stored = state.chunk_maps.virtual_before_open(self._version, path, group, name)
                 if stored is not None:
                     return open_committed_dataset(state, self._version, path, group, stored)
@@ -325,15 +323,21 @@ class CommittedGroup(_GroupBase):
                 if kind == h5py.h5o.TYPE_DATASET:
                     return open_committed_dataset(state, self._version, path, group)
                 obj = group[name]
+            except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+                # Named only when something is wrong (a group's name costs an HDF5 call).
+                with damaged(state.filename, f"Object {group.name}/{name}"):
+                    raise
         except KeyError as error:
             if name in group:  # the link is there, the object cannot be opened
                 raise CorruptDataError(
-                    f"{where} in {self._state.filename!r} is damaged and cannot be opened: {error}."
+                    f"Object {group.name}/{name} in {state.filename!r} is damaged and cannot "
+                    f"be opened: {error}."
                 ) from error
             raise KeyError(
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
             ) from None
+        where = f"Object {group.name}/{name}"
         if isinstance(obj, h5py.Group):
             if layout.ATTR_COLUMN in obj.attrs:
                 from h5vc.columns import CommittedColumn, column_schema
