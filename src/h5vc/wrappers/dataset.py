@@ -430,6 +430,13 @@ class CommittedDataset(_DatasetBase):
         self._current()
         if self._small_found:
             return self._small
+        if self._stored is None and self._opened is None and self._mappings is None:
+            # What its header says, read from the file's bytes (of a file open
+            # read-only), its mappings checked: HDF5 need not open it.
+            assert self._parent is not None
+            self._stored = read_header(self._state, self._version, self._path, self._parent)
+            if self._stored is not None:
+                self._mappings = self._stored.mappings
         if self._stored is None:
             self._dataset  # opening it reads its header (of a file open read-only)  # noqa: B018
         stored, self._stored = self._stored, None
@@ -527,6 +534,21 @@ def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
             f"{'/' + path.strip('/')!r} is no longer there"
         )
     return CommittedDataset(None, version=version, path=path, state=state, parent=parent)
+
+
+def read_header(
+    state: FileState, version: str, path: str, parent: h5py.Group
+) -> StoredVirtual | None:
+    """What the header of the virtual dataset ``path`` of ``version`` (a member of
+    ``parent``) says, its mappings checked, read from the file's bytes (None where
+    that cannot be done, see :meth:`~h5vc.versions.chunkmaps.ChunkMapCache.virtual_before_open`).
+    Raises :class:`~h5vc.errors.CorruptDataError` if it is damaged."""
+    name = path.strip("/").rpartition("/")[2]
+    try:
+        return state.chunk_maps.virtual_before_open(version, path, parent, name)
+    except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+        with damaged(state.filename, f"Object {parent.name}/{name}"):
+            raise
 
 
 def open_member(

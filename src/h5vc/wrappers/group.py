@@ -313,12 +313,8 @@ class CommittedGroup(_GroupBase):
                 link = name.encode()
                 if not group.id.links.exists(link):
                     raise KeyError(name)
-                # A virtual dataset's header read from the file's bytes (a file open
-                # read-only) tells its kind, and its mappings are checked now; else
-                # HDF5 tells the kind. A dataset is opened by HDF5 on its first use.
-                stored = state.chunk_maps.virtual_before_open(self._version, path, group, name)
-                if stored is not None:
-                    return open_committed_dataset(state, self._version, path, group, stored)
+                # The kind of object, from its header: a dataset is opened by HDF5
+                # (after its mappings are checked) on its first use.
                 kind = h5py.h5o.get_info(group.id, link).type
                 if kind == h5py.h5o.TYPE_DATASET:
                     return open_committed_dataset(state, self._version, path, group)
