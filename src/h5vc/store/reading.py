@@ -277,7 +277,8 @@ class SmallReads:
     shape: tuple[int, ...]
     itemsize: int
     source: str
-    raw_data: h5py.Dataset | None = None
+    raw_data: h5py.h5d.DatasetID | None = None
+    dtype: np.dtype | None = None
     offset: tuple[int, ...] = ()
 
 
@@ -306,8 +307,10 @@ def small_reads(
     if len(mappings.sources) != 1 or len(mappings.source) != blocks:
         return None
     ((source_file, source_dataset),) = mappings.sources
-    extents = mappings.virtual[:, 1] - mappings.virtual[:, 0] + 1
-    if source_file != b"." or int(extents.prod(axis=1).sum()) != math.prod(shape):
+    # A few blocks: plain Python on lists costs less than numpy on tiny arrays.
+    virtual_blocks, source_blocks = mappings.virtual.tolist(), mappings.source.tolist()
+    extents = [[end - start + 1 for start, end in zip(*block)] for block in virtual_blocks]
+    if source_file != b"." or sum(map(math.prod, extents)) != math.prod(shape):
         return None
     name = source_dataset.replace(b"%%", b"%")
     parent, _, member = name.rpartition(b"/")
@@ -327,21 +330,22 @@ def small_reads(
     chunks = None if layout is None else chunk_dims(layout, held.sizeof_addr)
     if rows is None or chunks is None or not len(rows) == len(chunks) == len(shape):
         return None
-    starts = mappings.source[:, 0]
-    if rows[1:] != chunks[1:] or rows[0] % chunks[0] or np.any(starts[:, 0] % chunks[0]):
+    if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
         return None
-    if np.any(starts[:, 1:]):
-        return None
-    ends = mappings.source[:, 1].max(axis=0).tolist()
-    if any(end >= n for end, n in zip(ends, rows)):
-        return None  # past the end of raw_data: the chunk map's checks report it
+    for start, end in source_blocks:
+        if start[0] % chunks[0] or any(start[1:]):
+            return None  # not on slots: the chunk map's way tells
+        if any(stop >= n for stop, n in zip(end, rows)):
+            return None  # past the end of raw_data: the chunk map's checks report it
     itemsize = int.from_bytes(datatype[4:8], "little")
-    source_extent = mappings.source[0, 1] - mappings.source[0, 0] + 1
-    if blocks == 1 and stored.checksum_verified and np.array_equal(extents[0], source_extent):
-        with damaged(filename, f"Object {name.decode()}"):
-            raw_data = h5py.Dataset(h5py.h5d.open(group.id, member))
-        offset = tuple(int(n) for n in mappings.source[0, 0] - mappings.virtual[0, 0])
-        return SmallReads(tuple(shape), itemsize, name.decode(), raw_data, offset)
+    if blocks == 1 and stored.checksum_verified:
+        (start, end), (virtual_start, _) = source_blocks[0], virtual_blocks[0]
+        if [stop - first + 1 for first, stop in zip(start, end)] == extents[0]:
+            with damaged(filename, f"Object {name.decode()}"):
+                raw_data = h5py.h5d.open(group.id, member)
+                dtype = raw_data.dtype
+            offset = tuple(a - b for a, b in zip(start, virtual_start))
+            return SmallReads(tuple(shape), itemsize, name.decode(), raw_data, dtype, offset)
     return SmallReads(tuple(shape), itemsize, name.decode())
 
 
@@ -355,14 +359,17 @@ def small_read(
     box = planner.small_box(index, small.shape, small.itemsize)
     if box is None:
         return NotImplemented
-    raw_data = small.raw_data
-    if raw_data is None:
+    raw_data, dtype = small.raw_data, small.dtype
+    if raw_data is None or dtype is None:
         dataset = virtual()
         with damaged(filename, f"A chunk of {small.source}"):
             return dataset[tuple(a if by_int else slice(a, b) for a, b, by_int in box)]
-    selection = tuple(
-        a + shift if by_int else slice(a + shift, b + shift)
-        for (a, b, by_int), shift in zip(box, small.offset)
-    )
+    # One hyperslab of raw_data, read by HDF5 into a new array (h5py's selection
+    # machinery costs more than the read of a small box).
+    counts = tuple(b - a for a, b, _ in box)
+    out = np.empty(counts, dtype=dtype)
     with damaged(filename, f"A chunk of {small.source}"):
-        return raw_data[selection]
+        file_space = raw_data.get_space()
+        file_space.select_hyperslab(tuple(a + s for (a, _, _), s in zip(box, small.offset)), counts)
+        raw_data.read(h5py.h5s.create_simple(counts), file_space, out)
+    return out[tuple(0 if by_int else slice(None) for _, _, by_int in box)]
