@@ -258,3 +258,31 @@ def test_a_damaged_coordinate_of_a_small_dataset_is_damage_not_other_data(
         assert vf["v1"]["small"][:].tolist() == [0, 1, 2, 3]
         with pytest.raises(h5vc.CorruptDataError):
             vf["v2"]["small"][:]
+
+
+@pytest.mark.usefixtures("hdf5_reads_small_selections")
+@pytest.mark.parametrize("opener", OPENERS)
+def test_the_first_read_of_a_table_of_many_mappings_needs_no_chunk_map(
+    tmp_path: Path, opener: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table grown by appends maps one block per rewritten chunk: its first small
+    read (the newest rows, on a fresh open) is HDF5's, later reads the chunk map's;
+    both give the rows appended."""
+    monkeypatch.setattr(planner, "HDF5_READ_BLOCKS", 2)
+    path = tmp_path / "data.h5"
+    rows = np.arange(70 * 3, dtype=np.float64).reshape(70, 3)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("t", data=rows[:10], chunks=(8, 3))
+        for k in range(1, 7):
+            with vf.stage_version(f"v{k}") as g:
+                g["t"].resize((10 * (k + 1), 3))
+                g["t"][10 * k :] = rows[10 * k : 10 * (k + 1)]
+    with opened(path, opener) as vf:
+        table = vf["v6"]["t"]
+        assert np.array_equal(table[-15:], rows[-15:])
+        assert table._loaded is None  # read by HDF5, no chunk map made
+        assert np.array_equal(table[-15:-3], rows[-15:-3])
+        assert table._loaded is not None  # the second read made it
+        assert np.array_equal(table[:], rows)
+        assert np.array_equal(vf["v3"]["t"][5:], rows[5:40])

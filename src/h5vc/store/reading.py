@@ -36,6 +36,10 @@ from h5vc.store.fastread import fast_reader
 #: Datatype classes of numbers (fixed-point and floating-point: the low bits of a
 #: datatype message's first byte).
 _NUMBER_CLASSES = frozenset((0, 1))
+#: A dataset mapped in at most this many blocks has its first small read served by
+#: HDF5 from its virtual dataset (an appended table has one block per rewritten
+#: chunk): HDF5's look at every block costs less than making the chunk map.
+FIRST_READ_BLOCKS = 1024
 #: The header messages of ``raw_data`` :func:`small_reads` looks at.
 _SOURCE_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT, PIPELINE))
 
@@ -280,6 +284,10 @@ class SmallReads:
     raw_data: h5py.h5d.DatasetID | None = None
     dtype: np.dtype | None = None
     offset: tuple[int, ...] = ()
+    #: Mapped in more than :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks: HDF5
+    #: serves the first read only (it looks at every block on every read; later
+    #: reads go through the chunk map).
+    once: bool = False
 
 
 def small_reads(
@@ -292,25 +300,29 @@ def small_reads(
 
     ``stored`` is what the virtual dataset's header says (read from the file's bytes
     before HDF5 opens it). It must map every element (no fill value involved) of
-    numbers in at most :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks of one
+    numbers in at most :data:`FIRST_READ_BLOCKS` blocks of one
     ``raw_data`` of this file, which must be laid out as a chunk store is
     (``(slots * c0, *chunks[1:])``, blocks starting on slots), hold the same datatype
     message and have no filters. Its header is checked
     (:func:`~h5vc.hdf5.header.check_dataset_header`) before HDF5 opens it. Raises
     :class:`~h5vc.errors.CorruptDataError` if it is damaged."""
     mappings, shape, datatype = stored.mappings, stored.shape, stored.datatype
-    blocks = len(mappings.virtual)
-    if not shape or not blocks or blocks > planner.HDF5_READ_BLOCKS or datatype is None:
+    blocks = max(len(mappings.virtual), len(mappings.source))
+    if not shape or not blocks or blocks > FIRST_READ_BLOCKS or datatype is None:
         return None
     if len(datatype) < 8 or datatype[0] & 0x0F not in _NUMBER_CLASSES:
         return None
-    if len(mappings.sources) != 1 or len(mappings.source) != blocks:
+    if len(mappings.sources) != 1:
         return None
     ((source_file, source_dataset),) = mappings.sources
     # A few blocks: plain Python on lists costs less than numpy on tiny arrays.
     virtual_blocks, source_blocks = mappings.virtual.tolist(), mappings.source.tolist()
     extents = [[end - start + 1 for start, end in zip(*block)] for block in virtual_blocks]
-    if source_file != b"." or sum(map(math.prod, extents)) != math.prod(shape):
+    source_extents = [[end - start + 1 for start, end in zip(*block)] for block in source_blocks]
+    size = math.prod(shape)
+    if source_file != b"." or sum(map(math.prod, extents)) != size:
+        return None
+    if sum(map(math.prod, source_extents)) != size:
         return None
     name = source_dataset.replace(b"%%", b"%")
     parent, _, member = name.rpartition(b"/")
@@ -339,14 +351,15 @@ def small_reads(
             return None  # past the end of raw_data: the chunk map's checks report it
     itemsize = int.from_bytes(datatype[4:8], "little")
     if blocks == 1 and stored.checksum_verified:
-        (start, end), (virtual_start, _) = source_blocks[0], virtual_blocks[0]
-        if [stop - first + 1 for first, stop in zip(start, end)] == extents[0]:
+        (start, _), (virtual_start, _) = source_blocks[0], virtual_blocks[0]
+        if source_extents[0] == extents[0]:
             with damaged(filename, f"Object {name.decode()}"):
                 raw_data = h5py.h5d.open(group.id, member)
                 dtype = raw_data.dtype
             offset = tuple(a - b for a, b in zip(start, virtual_start))
             return SmallReads(tuple(shape), itemsize, name.decode(), raw_data, dtype, offset)
-    return SmallReads(tuple(shape), itemsize, name.decode())
+    once = blocks > planner.HDF5_READ_BLOCKS
+    return SmallReads(tuple(shape), itemsize, name.decode(), once=once)
 
 
 def small_read(

@@ -416,6 +416,8 @@ class CommittedDataset(_DatasetBase):
             small = self._small_reads()
             if small is not None:
                 data = small_read(small, index, self._state.filename, self._open_dataset)
+                if small.once:
+                    self._small = None
                 if data is not NotImplemented:
                     return data
         return self._committed_reader().read(index)
