@@ -304,23 +304,35 @@ class CommittedGroup(_GroupBase):
         return cached
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
-        where = f"Object {self._group.name}/{name}"
+        group = self._group
         path = _join(self._path, name)
+        state = self._state
         try:
-            with damaged(self._state.filename, where):
-                mappings = self._state.chunk_maps.mappings_before_open(
-                    self._version, path, self._group, name
-                )
-                obj = self._group[name]
+            try:
+                link = name.encode()
+                if not group.id.links.exists(link):
+                    raise KeyError(name)
+                # The kind of object, from its header: a dataset is opened by HDF5
+                # (after its mappings are checked) on its first use.
+                kind = h5py.h5o.get_info(group.id, link).type
+                if kind == h5py.h5o.TYPE_DATASET:
+                    return open_committed_dataset(state, self._version, path, group)
+                obj = group[name]
+            except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+                # Named only when something is wrong (a group's name costs an HDF5 call).
+                with damaged(state.filename, f"Object {group.name}/{name}"):
+                    raise
         except KeyError as error:
-            if name in self._group:  # the link is there, the object cannot be opened
+            if name in group:  # the link is there, the object cannot be opened
                 raise CorruptDataError(
-                    f"{where} in {self._state.filename!r} is damaged and cannot be opened: {error}."
+                    f"Object {group.name}/{name} in {state.filename!r} is damaged and cannot "
+                    f"be opened: {error}."
                 ) from error
             raise KeyError(
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
             ) from None
+        where = f"Object {group.name}/{name}"
         if isinstance(obj, h5py.Group):
             if layout.ATTR_COLUMN in obj.attrs:
                 from h5vc.columns import CommittedColumn, column_schema
@@ -329,7 +341,10 @@ class CommittedGroup(_GroupBase):
                 if schema is not None:
                     return CommittedColumn(self._state, self._version, path, obj, schema)
             return CommittedGroup(self._state, self._version, obj, path, self._views)
-        return open_committed_dataset(self._state, self._version, path, obj, mappings)
+        raise CorruptDataError(
+            f"{where} in {self._state.filename!r} is neither a group nor a dataset "
+            f"({type(obj).__name__}): it cannot be read as part of version {self._version!r}."
+        )
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise ReadOnlyError(
