@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, legacy, tree
+from h5vc.store import layout, legacy, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import guard_for
@@ -148,6 +148,8 @@ class FileState:
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
         self.log = VersionLog(self.versions, self.version_data)
+        #: Appends committed versions to the time index (keeps its columns open).
+        self.time_index = timeindex.IndexAppender(self.version_data)
         self.refs = Refs(self.versions)
         #: The chunk stores, the store choice and the undo list (they hold no strong
         #: reference to the state: it is freed once unused, as the registry expects).
