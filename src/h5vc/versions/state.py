@@ -132,6 +132,8 @@ class FileState:
         #: object on every access to ``.file``).
         self.filename = str(root.file.filename)
         self.writable = root.file.mode == "r+"
+        if self.writable:
+            durable.limit_metadata_cache(root.file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
             if layout.VERSION_DATA not in root and self.writable:
                 tree.initialize(
