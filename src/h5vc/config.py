@@ -34,6 +34,8 @@ Writes and maintenance
     ``WRITE_THROUGH_BYTES`` (4 MiB) -- arrays this large are stored at once, not staged.
     ``HASH_BATCH_BYTES`` (8 MiB) -- writes larger than this hash on background threads.
     ``SPILL_BYTES`` (64 MiB) -- journaled old pages held in memory before spilling.
+    ``WRITE_METADATA_CACHE_BYTES`` (256 KiB) -- HDF5's metadata cache of a writable
+    file (each flush costs time in the number of entries cached).
     ``COPY_BUDGET_BYTES`` (4 MiB) -- raw data in memory while slots move or convert.
     ``LEGACY_WINDOW_BYTES`` (16 MiB) -- raw data read and hashed at a time in repairs.
     ``EXPORT_SLAB_BYTES`` (64 MiB) -- ``h5vc export`` copies slabs of about this size.
@@ -176,6 +178,9 @@ WRITE_THROUGH_BYTES = _define("WRITE_THROUGH_BYTES", 4 * _M)
 HASH_BATCH_BYTES = _define("HASH_BATCH_BYTES", 8 * _M)
 #: Journaled old pages held in memory before they are spilled early.
 SPILL_BYTES = _define("SPILL_BYTES", 64 * _M)
+#: HDF5's metadata cache of a file open for writing: HDF5's flush (every commit point)
+#: takes time in the number of entries cached, which grows with the versions touched.
+WRITE_METADATA_CACHE_BYTES = _define("WRITE_METADATA_CACHE_BYTES", 256 * _K, minimum=64 * _K)
 #: Raw data held in memory while slots are moved or converted.
 COPY_BUDGET_BYTES = _define("COPY_BUDGET_BYTES", 4 * _M)
 #: Raw data read and hashed at a time when a legacy store is repaired.

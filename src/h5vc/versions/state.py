@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, tree
+from h5vc.store import layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import guard_for
@@ -133,6 +133,8 @@ class FileState:
         file = root.file
         self.filename = str(file.filename)
         self.writable = file.mode == "r+"
+        if self.writable:
+            durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
             if layout.VERSION_DATA not in root and self.writable:
                 tree.initialize(
@@ -149,6 +151,8 @@ class FileState:
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
         self.log = VersionLog(self.versions, self.version_data)
+        #: Appends committed versions to the time index (keeps its columns open).
+        self.time_index = timeindex.IndexAppender(self.version_data)
         self.refs = Refs(self.versions)
         #: The chunk stores, the store choice and the undo list (they hold no strong
         #: reference to the state: it is freed once unused, as the registry expects).
