@@ -7,6 +7,10 @@
   virtual dataset itself.
 - ``edit_commit_*``: a commit changing one element of a 1 MiB-chunk dataset (median),
   through both ways of opening: what a commit costs besides its one chunk.
+- ``edit_commit_durable_s``: the same commit through ``h5vc.open(..., durable_writes=True)``
+  (every commit point synced to the disk), timed alternately with one without it on a
+  second file, so that ``durable_over_plain`` compares the two in the same moments
+  (h5vc only: the drop-in way has no ``durable_writes``).
 - ``tiny_*``: 100 datasets of 3 int64, 50 commits each changing one of them: the file
   size and a read of all 100 of a version right after opening (median of five).
 - ``import_first_read_s``: a new process importing the library, opening the file and
@@ -148,6 +152,38 @@ def edit_commits(lib: str, workdir: pathlib.Path, sizes: Sizes) -> Metrics:
     return metrics
 
 
+def durable_commits(workdir: pathlib.Path, sizes: Sizes) -> Metrics:
+    """h5vc's edit commit with and without ``durable_writes``, alternately."""
+    import h5vc
+
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    with contextlib.ExitStack() as stack:
+        files = {}
+        for durable in (False, True):
+            path = workdir / f"{NAME}-h5vc-durable-{durable}.h5"
+            vf = stack.enter_context(h5vc.open(str(path), "w", durable_writes=durable))
+            with vf.stage_version("v0") as group:
+                group.create_dataset(
+                    "x", data=np.zeros(8 * EDIT_CHUNK), chunks=(EDIT_CHUNK,), maxshape=(None,)
+                )
+            files[durable] = vf
+        for number in range(1, sizes.commits + 1):
+            for durable, vf in files.items():
+
+                def commit(vf: Any = vf, number: int = number) -> None:
+                    with vf.stage_version(f"v{number}") as group:
+                        group["x"][number * 1001] = number
+
+                seconds[durable].append(timed(commit)[0])
+        for vf in files.values():
+            check_equal(vf[f"v{sizes.commits}"]["x"][1001:1002], np.ones(1), "durable edit")
+    plain, durable_median = median(seconds[False]), median(seconds[True])
+    return {
+        "edit_commit_durable_s": durable_median,
+        "durable_over_plain": durable_median / plain,
+    }
+
+
 # -- many tiny datasets -------------------------------------------------------------
 
 
@@ -251,6 +287,8 @@ def run(lib: str, workdir: pathlib.Path, quick: bool) -> Metrics:
     path = workdir / f"{NAME}-{lib}-open.h5"
     make_open_file(lib, path)
     metrics = open_times(lib, path, sizes) | edit_commits(lib, workdir, sizes)
+    if lib == "h5vc":
+        metrics |= durable_commits(workdir, sizes)
     metrics |= tiny(lib, workdir, sizes) | import_first_read(lib, workdir, path, sizes)
     return twice(lib, metrics)
 

@@ -27,14 +27,7 @@ from h5vc.hdf5.damage import damaged
 from h5vc.lifecycle import branching
 from h5vc.lifecycle.branching import check_version_name, generated_version_name, resolve_ref
 from h5vc.store import layout
-from h5vc.store.space import FILE_SPACE_OPTIONS
-from h5vc.versions import (
-    FileState,
-    VersionInfo,
-    check_timestamp_order,
-    commit_version,
-    parse_timestamp,
-)
+from h5vc.versions import FileState, VersionInfo, parse_timestamp
 from h5vc.versions.reading import reads
 from h5vc.wrappers import CommittedGroup, StagedGroup
 from h5vc.wrappers.group import CommittedViews
@@ -234,7 +227,7 @@ class VersionedHDF5File:
             if name not in state.log:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
             where = f"The version group {state.versions.name}/{name}"
-            with damaged(str(state.root.file.filename), where):
+            with damaged(state.filename, where):
                 h5group = state.versions[name]
             group = CommittedGroup(state, name, h5group, views=self._views)
             self._views[(name, "")] = group
@@ -297,6 +290,8 @@ class VersionedHDF5File:
                 f"Cannot stage version {version_name!r} while version {state.staging!r} is "
                 f"being staged in the same file: leave that stage_version() block first."
             )
+        from h5vc.versions import check_timestamp_order, commit_version
+
         name = check_version_name(state, version_name)
         ts = None if timestamp is None else parse_timestamp(timestamp)
         base = self._resolve_prev(prev_version)
@@ -629,6 +624,8 @@ def open(
         finally:
             close()
         return
+    from h5vc.store.space import FILE_SPACE_OPTIONS
+
     where = os.fspath(path)
     if mode in ("w", "w-", "x") or (mode == "a" and not os.path.exists(where)):
         kwargs = {**FILE_SPACE_OPTIONS, **kwargs}  # free space survives a close

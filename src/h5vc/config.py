@@ -18,7 +18,7 @@ Positioned reads of the versioned store
     ``FAST_READ_MIN_BYTES`` (128 KiB) -- boxes smaller than this are read through h5py.
     ``PIECE_BYTES`` (1 MiB) -- uncompressed chunks are read in pieces of at most this.
     ``BUFFER_BYTES`` (256 KiB) -- compressed chunks are fetched in runs of about this.
-    ``SCATTER_MIN_BYTES`` (64 KiB) -- stretches this long are read straight into the
+    ``SCATTER_MIN_BYTES`` (4 KiB) -- stretches this long are read straight into the
     result. ``KEEP_BYTES`` (16 MiB) -- a thread keeps read buffers up to this size.
     ``SCATTER_MAX_GAP`` (8 KiB) -- a gap this small between two reads is read through.
     ``GROUPS_PER_WORKER`` (4) -- pool tasks per thread a batch is cut into.
@@ -34,6 +34,8 @@ Writes and maintenance
     ``WRITE_THROUGH_BYTES`` (4 MiB) -- arrays this large are stored at once, not staged.
     ``HASH_BATCH_BYTES`` (8 MiB) -- writes larger than this hash on background threads.
     ``SPILL_BYTES`` (64 MiB) -- journaled old pages held in memory before spilling.
+    ``WRITE_METADATA_CACHE_BYTES`` (256 KiB) -- HDF5's metadata cache of a writable
+    file (each flush costs time in the number of entries cached).
     ``COPY_BUDGET_BYTES`` (4 MiB) -- raw data in memory while slots move or convert.
     ``LEGACY_WINDOW_BYTES`` (16 MiB) -- raw data read and hashed at a time in repairs.
     ``EXPORT_SLAB_BYTES`` (64 MiB) -- ``h5vc export`` copies slabs of about this size.
@@ -141,7 +143,7 @@ PIECE_BYTES = _define("PIECE_BYTES", _M)
 #: Compressed chunks are fetched in runs of about this many stored bytes.
 BUFFER_BYTES = _define("BUFFER_BYTES", 256 * _K)
 #: Stretches of the result at least this long are read straight into it.
-SCATTER_MIN_BYTES = _define("SCATTER_MIN_BYTES", 64 * _K)
+SCATTER_MIN_BYTES = _define("SCATTER_MIN_BYTES", 4 * _K)
 #: A thread keeps read buffers up to this size for its next read.
 KEEP_BYTES = _define("KEEP_BYTES", 16 * _M)
 #: A gap of at most this many bytes between two segments is read and thrown away.
@@ -176,6 +178,9 @@ WRITE_THROUGH_BYTES = _define("WRITE_THROUGH_BYTES", 4 * _M)
 HASH_BATCH_BYTES = _define("HASH_BATCH_BYTES", 8 * _M)
 #: Journaled old pages held in memory before they are spilled early.
 SPILL_BYTES = _define("SPILL_BYTES", 64 * _M)
+#: HDF5's metadata cache of a file open for writing: HDF5's flush (every commit point)
+#: takes time in the number of entries cached, which grows with the versions touched.
+WRITE_METADATA_CACHE_BYTES = _define("WRITE_METADATA_CACHE_BYTES", 256 * _K, minimum=64 * _K)
 #: Raw data held in memory while slots are moved or converted.
 COPY_BUDGET_BYTES = _define("COPY_BUDGET_BYTES", 4 * _M)
 #: Raw data read and hashed at a time when a legacy store is repaired.

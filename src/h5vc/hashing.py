@@ -13,14 +13,15 @@ element (see :func:`_object_bytes`).
 from __future__ import annotations
 
 import collections
-import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 import h5vc.config as config
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
 
@@ -47,6 +48,8 @@ def _object_bytes(chunk: np.ndarray) -> bytes:
 
 def chunk_hash(chunk: np.ndarray) -> bytes:
     """SHA-256 digest (32 bytes) identifying the content and shape of ``chunk``."""
+    import hashlib  # loaded on the first hash (OpenSSL's library): reads need none
+
     hasher = hashlib.sha256()
     if chunk.dtype.kind == "O":
         hasher.update(_object_bytes(chunk))
@@ -64,6 +67,8 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+
         # Each caller keeps at most ``ahead`` items in flight, so the default size of the
         # pool (a few threads more than cores, started as needed) never limits it.
         _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")

@@ -89,7 +89,8 @@ def test_a_caller_opened_file_is_written_through_the_journal(tmp_path: Path) -> 
         vf = h5vc.VersionedHDF5File(f)
         with vf.stage_version("v2") as g:
             g["x"][:10] = -1
-            g.create_dataset("y", data=np.ones(50_000))
+            # Large enough to be stored at once, before the commit (WRITE_THROUGH_BYTES).
+            g.create_dataset("y", data=np.ones(600_000))
             f.flush()  # HDF5 writes all it holds; the journal keeps the old pages
             snapshot = tmp_path / "snapshot.h5"
             snapshot.write_bytes(path.read_bytes())

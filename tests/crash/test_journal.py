@@ -148,6 +148,40 @@ def test_a_truncation_below_the_base_is_rolled_back(tmp_path: Path) -> None:
     handle.close()
 
 
+def test_a_truncation_to_the_current_end_begins_no_epoch(tmp_path: Path) -> None:
+    path = tmp_path / "data.h5"
+    path.write_bytes(b"a" * 10_000)
+    handle = JournaledFile(path, durable=False)
+    handle.truncate(10_000)  # what HDF5 does at every flush, written or not
+    assert not handle.in_epoch
+    assert not os.path.exists(journal_path(path))
+    handle.truncate(9_000)
+    assert handle.in_epoch
+    handle.roll_back()
+    assert path.read_bytes() == b"a" * 10_000
+    handle.close()
+
+
+def test_a_commit_syncs_the_disk_three_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One epoch per commit: the journal's records, the file, the journal's clean mark."""
+    path = tmp_path / "data.h5"
+    with h5vc.open(str(path), "w", durable_writes=True) as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(100_000.0), chunks=(10_000,))
+        syncs: list[int] = []
+        real = os.fdatasync
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(fd), real(fd))[1])
+        for number in range(2, 5):
+            with vf.stage_version(f"v{number}") as g:
+                g["x"][number * 1000] = -number
+        monkeypatch.undo()
+    assert len(syncs) == 3 * 3
+    with h5vc.open(str(path)) as vf:
+        assert vf["v4"]["x"][4000] == -4
+
+
 def test_a_file_whose_first_epoch_never_committed_is_left_empty(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
     handle = JournaledFile(path, create=True, durable=False)

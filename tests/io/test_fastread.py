@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from h5vc import VersionedHDF5File, delete_versions
 from h5vc.hashing import hash_in_batches
 from h5vc.hdf5 import codecs
-from h5vc.store import planner, rawdata, reading
+from h5vc.store import fastread, planner, rawdata
 from h5vc.store.fastread import fast_reader
 
 DTYPES = ["i1", "u2", "i4", "i8", "f4", "f8", "c16", "?"]
@@ -223,8 +223,7 @@ def test_small_boxes_are_read_through_hdf5(tmp_path: Path, monkeypatch) -> None:
             g.create_dataset("x", data=data, chunks=(1000,))
     monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 128 * 1024)
     calls = []
-    real = reading.fast_reader
-    monkeypatch.setattr(reading, "fast_reader", lambda d: calls.append(d) or real(d))
+    monkeypatch.setattr(fastread, "fast_reader", lambda d: calls.append(d) or fast_reader(d))
     with h5py.File(tmp_path / "g.h5", "r") as f:
         x = VersionedHDF5File(f)["v1"]["x"]
         np.testing.assert_array_equal(x[10:500], data[10:500])  # 4 KB: through h5py

@@ -104,3 +104,45 @@ def test_appends_store_what_a_rewrite_stores(tmp_path: Path) -> None:
             )
     assert contents[0] == contents[1]
     assert contents[0][1] == ["v1", "vz", "vé", "v3"]
+
+
+def test_an_appender_follows_a_rewritten_index(version_data) -> None:
+    """The columns an appender keeps open between commits are looked up again once the
+    index was written anew (as deleting versions does)."""
+
+    def log(name: str) -> dict:
+        return {"parents": [], "message": name}
+
+    timeindex.write_index(version_data, [(at(1), "v1")], {"v1": log("v1")})
+    appender = timeindex.IndexAppender(version_data)
+    appender.append(at(2), "v2", log("v2"))
+    timeindex.write_index(version_data, [(at(1), "v1")], {"v1": log("v1")})  # v2 deleted
+    appender.append(at(3), "v3", log("v3"))
+    appender.append(at(2.5), "v25", log("v25"))  # before the newest: re-sorted
+    appender.append(at(4), "v4", log("v4"))
+    assert [name for _, name in timeindex.read_index(version_data)] == ["v1", "v25", "v3", "v4"]
+    assert [entry[2]["message"] for entry in timeindex.read_log(version_data)] == [
+        "v1",
+        "v25",
+        "v3",
+        "v4",
+    ]
+
+
+def test_commits_after_a_deletion_are_found_by_time(tmp_path: Path) -> None:
+    f, vf = new_versioned(tmp_path / "v.h5", "h5vc")
+    with f:
+        for number in range(3):
+            with vf.stage_version(f"v{number}", timestamp=at(number)) as group:
+                if number == 0:
+                    group.create_dataset("x", data=np.arange(3), chunks=(3,))
+                else:
+                    group["x"][0] = number
+        delete_versions(vf, ["v1"])
+        for number in range(3, 5):
+            with vf.stage_version(f"v{number}", timestamp=at(number)) as group:
+                group["x"][0] = number
+        version_data = f["_version_data"]
+        assert [name for _, name in timeindex.read_index(version_data)] == ["v0", "v2", "v3", "v4"]
+        assert timeindex.lookup(version_data, at(3.5)) == "v3"
+        assert vf[at(4.5)]["x"][0] == 4

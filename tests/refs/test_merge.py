@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import h5py
 import numpy as np
 import pytest
 from refs_helpers import contents, file_bytes
 
+import h5vc
 from h5vc.errors import (
     InvalidOptionError,
     MergeConflictError,
@@ -156,6 +160,37 @@ def test_fast_forward_moves_the_branch_without_a_version(vf):
     result = vf.merge("dev")
     assert result.kind == "fast-forward" and result.version == "d1"
     assert len(vf) == n and vf.branches["main"] == "d1" and vf.current_version == "d1"
+
+
+def test_fast_forward_through_a_merge_parent_loads_no_merge_machinery(tmp_path):
+    """A branch whose head is reached from theirs only through a merge's second parent
+    is fast-forwarded too; a fast-forward moves refs only, so the three-way merge
+    (and what it imports) is not loaded."""
+    path = tmp_path / "ff.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(100), chunks=(10,))
+        _branches(vf)
+        vf.create_branch("side")
+        with vf.stage_version("s1", branch="side", make_current=False) as g:
+            g["x"][1] = -1
+        with vf.stage_version("d1", branch="dev", make_current=False) as g:
+            g["x"][50] = -50
+        vf.merge("side", into="dev", name="d2")  # d2's second parent: s1
+    code = (
+        "import sys, h5vc\n"
+        f"with h5vc.open({str(path)!r}, 'r+') as vf:\n"
+        "    result = vf.merge('dev', into='side')\n"
+        "    print(result.kind, result.version, result.base, vf.branches['side'])\n"
+        "print('h5vc.lifecycle.merge' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["fast-forward", "d2", "s1", "d2", "False"]
+    with h5vc.open(str(path)) as again:
+        assert again.branches["side"] == "d2" and len(again) == 4
+        assert again["d2"]["x"][1] == -1 and again["d2"]["x"][50] == -50
 
 
 def test_no_fast_forward_when_asked(vf):

@@ -137,3 +137,63 @@ def test_readers_in_other_processes_see_write_many_samples(tmp_path: pathlib.Pat
         records += writer.write_many(data[30:])  # into a second file too
         assert len({decode_record(r).uid for r in records}) == 2
         assert pool.apply(_digests, ((store.reader(), records),)) == expected
+
+
+def _with_repeats(rng: np.random.Generator, size: int, repeats: int, span: int) -> np.ndarray:
+    """Random bytes with ``repeats`` copies of earlier runs of ``span`` bytes."""
+    data = rng.integers(0, 256, size, dtype=np.uint8)
+    for _ in range(repeats):
+        source = int(rng.integers(0, size - 2 * span))
+        target = int(rng.integers(source + span, size - span))
+        data[target : target + span] = data[source : source + span]
+    return data
+
+
+@pytest.mark.parametrize("cname", ["lz4hc", "lz4"])
+def test_a_chunk_proven_too_long_for_blosc_is_one_blosc_cannot_fit(cname: str) -> None:
+    from numcodecs import blosc
+
+    rng = np.random.default_rng(17)
+    proven = unproven = 0
+    for number in range(120):
+        span = int(rng.integers(4, 40))
+        data = _with_repeats(rng, 9000 + number * 37, int(rng.integers(0, 12)), span)
+        if number % 4 == 0:
+            data = data // int(rng.integers(2, 6))  # fewer values: short repeats by chance
+        too_long = codecs._lz4_frame_too_long(data)
+        proven += too_long
+        unproven += not too_long
+        for level in (1, 5, 9):
+            for shuffle in (0, 1):
+                frame = blosc.compress(data.data, cname.encode(), level, shuffle, 0, 1)
+                assert not too_long or len(frame) > len(data), (number, level, shuffle)
+    assert proven > 20 and unproven > 20  # both outcomes met, near the bound too
+
+
+def test_samples_proven_incompressible_are_not_compressed(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from numcodecs import blosc
+
+    compressed = [0]
+    original = blosc.compress
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        compressed[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(blosc, "compress", counting)
+    rng = np.random.default_rng(18)
+    noise = [rng.integers(0, 256, SHAPE, dtype=np.uint8) // (1 + k % 2) for k in range(10)]
+    gentle = smooth(10, seed=19)
+    compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "byte"}
+    store = SampleStore(tmp_path / "s", "01", SHAPE, "uint8", compression)
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in noise + gentle]
+    assert compressed[0] == len(gentle)  # the random samples are stored as they are
+    chunks = stored_chunks(store.directory)
+    assert [mask for mask, _ in chunks] == [1] * len(noise) + [0] * len(gentle)
+    assert [chunk for _, chunk in chunks[: len(noise)]] == [s.tobytes() for s in noise]
+    with store.reader() as reader:
+        for record, sample in zip(records, noise + gentle):
+            np.testing.assert_array_equal(reader.read(record), sample)

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import pathlib
 import threading
+import time
 from typing import Any
 
 import h5py
 import numpy as np
 import pytest
+import xxhash
 from sample_files import stored_chunks, without_uid
 from sample_images import SHAPE, smooth
 
 from h5vc.errors import ClosedError, CorruptDataError
 from h5vc.hdf5 import codecs
-from h5vc.samples import SampleReader, SampleStore, decode_record
+from h5vc.samples import Record00, Record01, SampleReader, SampleStore, decode_record
 from h5vc.samples import backends as sample_backends
 from h5vc.samples import store as sample_store
 
@@ -161,19 +163,29 @@ def test_a_sample_of_an_earlier_session_is_read_back_once(
     assert store.collection_files() == files
 
 
-def test_equal_digests_of_different_samples_are_stored_apart(
+def test_a_different_sample_of_an_earlier_sessions_digest_is_stored_apart(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Within a session a sample is known by its 128-bit content digest alone (one hash
+    # per duplicate); a record of an earlier session's index is returned only for a
+    # sample read back and found equal.
     monkeypatch.setattr(sample_store, "content_digest", lambda array: "0" * 32)
     data = dedup_heavy(3, seed=4)
     store = make_store(tmp_path / "s", "01")  # 00 readers would check the false digests
-    with store.writer() as writer:
-        records = [writer.write(sample) for sample in data]
-        assert writer.write(data[0].copy()) == records[0]
+    records = []
+    for sample in data:
+        with store.writer() as writer:
+            records.append(writer.write(sample))
+            assert writer.write(sample.copy()) == records[-1]
     assert len(set(records)) == 3
+    assert len(store.collection_files()) == 3
     with store.reader() as reader:
         for record, sample in zip(records, data):
             np.testing.assert_array_equal(reader.read(record), sample)
+    with store.writer() as writer:  # whichever record the index holds: the right sample
+        again = writer.write(data[0].copy())
+    with store.reader() as reader:
+        np.testing.assert_array_equal(reader.read(again), data[0])
 
 
 class CodecFault(RuntimeError):
@@ -325,3 +337,151 @@ def test_hdf5_forgets_chunks_stored_unfiltered_once_per_run_of_writes(
                 np.testing.assert_array_equal(reader.read(record), sample)
     masks = {mask for mask, _chunk in stored_chunks(store.directory)}
     assert masks == {1}
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+@pytest.mark.parametrize("threads", [0, 2])
+def test_records_are_those_the_record_classes_encode(
+    tmp_path: pathlib.Path, backend: str, threads: int
+) -> None:
+    data = dedup_heavy(24, seed=12)
+    if backend == "00":
+        data[5] = data[5][:100, :7].copy()  # smaller samples have their own shape
+        data[9] = np.zeros((3, 0), np.uint8)
+    store = make_store(tmp_path / "s", backend, collection_size=5)  # datasets 0 and 1
+    with store.writer(threads=threads) as writer:
+        records = [writer.write(sample) for sample in data]
+    uids = [decode_record(r).uid for r in records]
+    slots = iter(range(len(data)))
+    expected: dict[int, str] = {}
+    for position, sample in enumerate(data):
+        key = next(i for i in range(position + 1) if np.array_equal(data[i], sample))
+        if key != position and data[key].shape == sample.shape:
+            expected[position] = expected[key]
+            continue
+        slot = next(slots)
+        fields = {
+            "uid": uids[position],
+            "dataset": str(slot // 5 % 2),
+            "index": slot % 5,
+            "shape": sample.shape,
+        }
+        if backend == "01":
+            expected[position] = Record01(
+                checksum=xxhash.xxh64_hexdigest(sample.tobytes()), **fields
+            ).encode()
+        else:
+            expected[position] = Record00(**fields).encode()
+    assert records == [expected[i] for i in range(len(data))]
+    assert len(set(uids)) == 2  # 16 distinct samples (17 for 00): two files of 10
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_duplicate_costs_one_hash_and_a_stored_sample_its_checksum_once(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, backend: str, threads: int
+) -> None:
+    hashed: dict[str, int] = {"digest": 0, "xxh64": 0}
+    digest, xxh64 = sample_store.content_digest, sample_backends.sample_xxh64
+
+    def counting_digest(array: np.ndarray) -> str:
+        hashed["digest"] += 1
+        return digest(array)
+
+    def counting_xxh64(array: np.ndarray) -> str:
+        hashed["xxh64"] += 1
+        return xxh64(array)
+
+    monkeypatch.setattr(sample_store, "content_digest", counting_digest)
+    monkeypatch.setattr(sample_store, "sample_xxh64", counting_xxh64)
+    monkeypatch.setattr(sample_backends, "sample_xxh64", counting_xxh64)
+    data = dedup_heavy(64, seed=13)
+    store = make_store(tmp_path / "s", backend)
+    with store.writer(threads=threads) as writer:
+        records = [writer.write(sample) for sample in data]
+    assert hashed["digest"] == len(data)  # one hash per sample written ...
+    # ... and the xxhash64 of a 01 record once per sample stored (none for 00 records)
+    assert hashed["xxh64"] == (DISTINCT if backend == "01" else 0)
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+def test_queued_samples_are_stored_in_batches_with_one_flush_each(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    flushes = [0]
+    flush = h5py.Dataset.flush
+
+    def counting_flush(dataset: h5py.Dataset) -> None:
+        flushes[0] += 1
+        flush(dataset)
+
+    monkeypatch.setattr(h5py.Dataset, "flush", counting_flush)
+    noise = np.random.default_rng(14).integers(0, 256, (96, *SHAPE), dtype=np.uint8)
+    store = make_store(tmp_path / "s", "01", collection_count=1, collection_size=200)
+    with store.writer(threads=2) as writer:
+        records = []
+        for sample in noise:  # a slow caller: the pool is done with a sample before the next
+            records.append(writer.write(sample))
+            time.sleep(0.002)
+        with store.reader() as reader, pytest.raises(CorruptDataError, match="not stored it"):
+            reader.read(records[-1])  # the last batch is still with the pool
+        writer.flush()
+        with store.reader() as reader:
+            for record, sample in zip(records, noise):
+                np.testing.assert_array_equal(reader.read(record), sample)
+    batch = sample_backends.batch_samples(SHAPE[0] * SHAPE[1], 2)
+    assert batch > 1
+    assert flushes[0] <= len(noise) // batch + 2  # a flush per batch stored, not per sample
+
+
+def test_blosc_runs_on_the_pool_threads_alone_while_they_encode(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from numcodecs import blosc
+
+    seen: set[object] = set()
+    original = codecs.Pipeline.encode_like_hdf5
+
+    def encode(encoder: Any, chunk: np.ndarray) -> tuple[bytes, int] | None:
+        if threading.current_thread() is not threading.main_thread():
+            seen.add(blosc.use_threads)
+        return original(encoder, chunk)
+
+    monkeypatch.setattr(codecs.Pipeline, "encode_like_hdf5", encode)
+    monkeypatch.setattr(blosc, "use_threads", True)  # a caller asked for Blosc's threads
+    data = dedup_heavy(40, seed=15)
+    store = make_store(tmp_path / "s", "01")
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in data]
+    assert seen == {False}  # no Blosc threads, nor numcodecs' lock, behind each worker
+    assert blosc.use_threads is True  # the caller's setting back once the pool is done
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
+@pytest.mark.parametrize("backend", ["00", "01"])
+def test_every_dataset_of_a_collection_file_is_created_alike(
+    tmp_path: pathlib.Path, backend: str
+) -> None:
+    store = make_store(tmp_path / "s", backend, collection_count=5, collection_size=3)
+    data = dedup_heavy(12, seed=16)
+    with store.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in data]
+    (path,) = store.collection_files()
+    with h5py.File(path, "r") as f:
+        assert sorted(f) == ["0", "1", "2", "3", "4"]
+        first = f["0"]
+        assert first.shape == (3, *SHAPE) and first.chunks == (1, *SHAPE)
+        assert first.fletcher32 == (backend == "00")
+        for name in f:
+            dataset = f[name]
+            assert dataset.id.get_create_plist() == first.id.get_create_plist()
+            assert dataset.id.get_type() == first.id.get_type()
+            assert (dataset.shape, dataset.maxshape) == (first.shape, first.maxshape)
+            assert f.id.links.get_info(name.encode()).cset == f.id.links.get_info(b"0").cset
+    with store.reader() as reader:
+        for record, sample in zip(records, data):
+            np.testing.assert_array_equal(reader.read(record), sample)

@@ -29,7 +29,6 @@ import gc
 import itertools
 import os
 import struct
-import tempfile
 import threading
 import time
 import warnings
@@ -39,6 +38,7 @@ from typing import Any
 
 import h5py
 
+import h5vc.config as config
 from h5vc.durable.journal import JournaledFile, journal_path, recover
 from h5vc.errors import JournalPendingError, UnjournaledFileWarning, WriterActiveError
 
@@ -47,6 +47,7 @@ __all__ = [
     "close_file",
     "commit_point",
     "journal_of",
+    "limit_metadata_cache",
     "ReadLock",
     "open_file",
     "recover_abandoned",
@@ -393,6 +394,7 @@ def adopt(file: h5py.File, *, group_root: bool = False) -> bool:
             f"through h5vc. Close that handle first."
         )
     settings = _access_settings(file)
+    metadata_cache = file.id.get_mdc_config()
     lock_fd = os.open(path, os.O_RDWR)
     if not _lock(lock_fd, fcntl.F_WRLCK):
         os.close(lock_fd)
@@ -418,6 +420,7 @@ def adopt(file: h5py.File, *, group_root: bool = False) -> bool:
         journal.close()
         file._id = h5py.File(path, "r+", **settings).id
         raise
+    reopened.id.set_mdc_config(metadata_cache)
     file._id = reopened.id  # the caller's object now uses the journaled handle
     journal.owner = weakref.ref(file)
     _OPEN[file.id.fileno] = journal
@@ -475,6 +478,8 @@ def _close_without_writing(file: h5py.File, path: str) -> None:
     that fails leaves the file open inside HDF5, where a later open of the same path
     would share its stale view). The copy costs one pass over the file: it happens only
     when a crashed writer's journal waits."""
+    import tempfile
+
     with tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(path))) as scratch:
         # No room for a copy: HDF5 may fail to close (and keep the file open).
         with contextlib.suppress(OSError), builtins.open(path, "rb") as source:
@@ -547,6 +552,27 @@ def _applying(fd: int) -> Any:
 
 def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:
     return _OPEN.get(file.file.id.fileno) if file.id.valid else None
+
+
+def limit_metadata_cache(file: h5py.File) -> None:
+    """Keep HDF5's metadata cache of the writable ``file`` to
+    :data:`~h5vc.config.WRITE_METADATA_CACHE_BYTES`.
+
+    HDF5's flush, which every commit point makes, takes time in the number of entries
+    the cache holds, and a writer touches the objects of more versions as it goes: on
+    HDF5's default cache (up to 32 MiB) a flush after 3,000 small objects took 0.6 ms
+    against 0.06 ms with the cache kept to 256 KiB. Entries evicted are read again when
+    needed (a commit touches few). A cache already smaller is left as it is.
+    """
+    limit = config.WRITE_METADATA_CACHE_BYTES
+    settings = file.id.get_mdc_config()
+    if settings.max_size <= limit:
+        return
+    settings.max_size = limit
+    settings.min_size = min(settings.min_size, limit)
+    settings.set_initial_size = True
+    settings.initial_size = limit
+    file.id.set_mdc_config(settings)
 
 
 def commit_point(root: h5py.Group) -> None:

@@ -339,6 +339,10 @@ class JournaledFile:
             return size
 
     def _truncate(self, size: int) -> int:
+        if size == self._size:
+            # HDF5 truncates the file to its end at every flush: no change, and no
+            # epoch begun for it (an epoch costs a journal header and, durably, syncs).
+            return size
         self._start_epoch()
         if size < self._base:
             self._spill(extra=range(size // PAGE, (self._base + PAGE - 1) // PAGE))

@@ -33,16 +33,16 @@ import math
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 import h5vc.config as config
 from h5vc.cores import usable
-from h5vc.deflate import ZLIB_NG
-from h5vc.deflate import codec as _deflate
 from h5vc.errors import ChunkDecodeError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 __all__ = [
     "BLOSC_COMPRESSORS",
@@ -56,6 +56,7 @@ __all__ = [
     "pipeline_of",
     "pipeline_for",
     "serial",
+    "single_threaded_blosc",
     "workers",
 ]
 
@@ -108,6 +109,35 @@ def serial() -> Iterator[None]:
         _serial.on = before
 
 
+#: Holders of :func:`single_threaded_blosc` and numcodecs' ``use_threads`` before the first.
+_blosc_holders = 0
+_blosc_use_threads: Any = None
+
+
+@contextlib.contextmanager
+def single_threaded_blosc() -> Iterator[None]:
+    """Inside the block (held by any number of callers at once), numcodecs' Blosc
+    compresses and decompresses on the calling thread alone: its ``use_threads`` is
+    off, then set back. For pools whose threads each run Blosc: otherwise a call from
+    the main thread starts Blosc's own threads as well, and with ``use_threads`` set
+    every call queues behind numcodecs' lock on Blosc's one shared context."""
+    global _blosc_holders, _blosc_use_threads
+    from numcodecs import blosc
+
+    with _pool_lock:
+        if not _blosc_holders:
+            _blosc_use_threads = blosc.use_threads
+            blosc.use_threads = False
+        _blosc_holders += 1
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _blosc_holders -= 1
+            if not _blosc_holders:
+                blosc.use_threads = _blosc_use_threads
+
+
 def _pooled(count: int) -> bool:
     """Whether ``count`` items go to the pool (else: this thread, in order)."""
     return count >= 2 and workers() >= 2 and not getattr(_serial, "on", False)
@@ -124,6 +154,8 @@ def parallel_map(function: Callable[[_T], _R], items: Iterable[_T]) -> Iterator[
     if _pool is None:
         with _pool_lock:
             if _pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 _pool = ThreadPoolExecutor(workers(), thread_name_prefix="h5vc-codec")
     return _pool.map(function, items)
 
@@ -216,6 +248,50 @@ def _blosc_sizes(data: Any) -> tuple[int, int]:
     return nbytes, cbytes
 
 
+#: Chunks at least this long are checked by :func:`_lz4_frame_too_long` ...
+_PROOF_MIN_BYTES = 8 * 1024
+#: ... first their start (most data that compresses repeats itself early on).
+_PROOF_HEAD_BYTES = 512
+#: The bytes a Blosc frame adds to its codec's output, at least: a 16-byte header, a
+#: 4-byte block start and a 4-byte stream length.
+_BLOSC_FRAME_BYTES = 24
+
+
+def _repeated_quads(data: np.ndarray) -> int:
+    """Positions of the bytes ``data`` whose 4 bytes also start at an earlier position."""
+    count = len(data) - 3
+    if count <= 1:
+        return 0
+    quads = np.empty(count, np.uint32)
+    for start in range(4):  # the 4 bytes at start, start + 4, ... as one uint32 each
+        whole = (len(data) - start) // 4
+        quads[start::4] = data[start : start + 4 * whole].view(np.uint32)
+    quads.sort()
+    return int(np.count_nonzero(quads[1:] == quads[:-1]))
+
+
+def _lz4_frame_too_long(data: np.ndarray) -> bool:
+    """True if Blosc's frame of ``data`` compressed with LZ4 (lz4 or lz4hc, any level
+    and parse), with the bytes as they are, is longer than ``data``: then HDF5's Blosc
+    filter, which writes into a buffer the size of the chunk, fails.
+
+    An LZ4 block of ``n`` bytes with ``m`` matches of ``L_i >= 4`` bytes holds the
+    ``n - sum(L_i)`` other bytes as literals, ``m + 1`` one-byte tokens and ``m``
+    two-byte offsets: at least ``n + 1 - sum(L_i - 3)`` bytes. Each of the first
+    ``L_i - 3`` positions of a match starts 4 bytes that also start earlier (at the
+    match's source), and those positions differ between matches, so ``sum(L_i - 3)``
+    is at most ``R``, the positions of ``data`` whose 4 bytes start at an earlier one
+    too. A Blosc frame adds at least :data:`_BLOSC_FRAME_BYTES` to its codec's output
+    (more with more blocks or streams, whose matches stay inside them; a stream LZ4
+    cannot shrink is stored as it is, longer still), so with ``R <= 24`` the frame is
+    longer than ``data``.
+    """
+    head = data[:_PROOF_HEAD_BYTES]
+    if _repeated_quads(head) > _BLOSC_FRAME_BYTES:
+        return False
+    return _repeated_quads(data) <= _BLOSC_FRAME_BYTES
+
+
 class _Filter:
     """One filter of a pipeline: encode and decode one chunk's bytes."""
 
@@ -251,7 +327,9 @@ class _Filter:
         if self.code == FILTER_SHUFFLE:
             return _shuffle(data, self.size)
         if self.code == FILTER_DEFLATE:
-            return _deflate.compress(data, self.level)
+            from h5vc.deflate import codec as deflate  # zlib-ng: loaded for deflated data
+
+            return deflate.compress(data, self.level)
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
@@ -264,13 +342,30 @@ class _Filter:
 
         return Zstd(level=self.level).encode(data)
 
+    def surely_fails(self, data: Any) -> bool:
+        """Whether HDF5's Blosc filter is sure to fail on ``data`` (a chunk's bytes), its
+        frame longer than the chunk, found for a fraction of compressing it; ``False``
+        where unsure. Tried for lz4hc only (elsewhere compressing costs about as much),
+        on bytes Blosc compresses as they are (one-byte items or no shuffle), see
+        :func:`_lz4_frame_too_long`."""
+        return (
+            self.code == FILTER_BLOSC
+            and self.cname == "lz4hc"
+            and self.level > 0
+            and (self.size == 1 or self.blosc_shuffle == 0)
+            and len(data) >= _PROOF_MIN_BYTES
+            and _lz4_frame_too_long(np.frombuffer(data, np.uint8))
+        )
+
     def decode(self, data: Any) -> Any:
         if self.code == FILTER_SHUFFLE:
             out = np.empty(len(data), dtype=np.uint8)
             _unshuffle_into(data, self.size, out)
             return out
         if self.code == FILTER_DEFLATE:
-            return _deflate.decompress(data)
+            from h5vc.deflate import codec as deflate
+
+            return deflate.decompress(data)
         if self.code == FILTER_BLOSC:
             from numcodecs import blosc
 
@@ -318,6 +413,8 @@ class Pipeline:
     def faster_than_hdf5(self) -> bool:
         """Whether this pipeline beats HDF5's own filters even on one core: deflate (and
         shuffle) on zlib-ng do; Blosc and Zstandard through numcodecs do not."""
+        from h5vc.deflate import ZLIB_NG
+
         codes = {item.code for item in self.filters}
         return ZLIB_NG and codes <= {FILTER_DEFLATE, FILTER_SHUFFLE}
 
@@ -368,8 +465,11 @@ class Pipeline:
         raw = as_bytes(np.ascontiguousarray(chunk))
         if not len(raw):
             return None
-        encoded = self.filters[0].encode(raw)
-        if len(encoded) > len(raw):
+        if self.filters[0].surely_fails(raw):
+            encoded: Any = None  # proven too long: not compressed at all
+        else:
+            encoded = self.filters[0].encode(raw)
+        if encoded is None or len(encoded) > len(raw):
             stored, mask = raw, 1  # Blosc's filter fails: HDF5 skips it
         elif len(encoded) <= len(raw) // 2:
             stored, mask = encoded, 0

@@ -38,11 +38,14 @@ from h5vc.remote import stream_descriptor
 __all__ = [
     "DATASPACE",
     "LAYOUT",
+    "PIPELINE",
     "HeaderDamage",
     "PositionedReader",
     "StoredHeader",
     "check_dataset_header",
     "check_header_bytes",
+    "checked_messages",
+    "chunk_dims",
     "dataspace_dims",
     "file_descriptor",
     "object_messages",
@@ -60,18 +63,19 @@ FIRST_READ = config.HEADER_FIRST_READ
 #: thousands of attributes): damage.
 MAX_CHUNK_BYTES = 1 << 20
 
-_NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _CONTINUATION = (
+_NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _PIPELINE, _CONTINUATION = (
     0x0000,
     0x0001,
     0x0003,
     0x0004,
     0x0005,
     0x0008,
+    0x000B,
     0x0010,
 )
 
-#: Types of the dataspace, datatype and layout messages.
-DATASPACE, DATATYPE, LAYOUT = _DATASPACE, _DATATYPE, _LAYOUT
+#: Types of the dataspace, datatype, layout and filter pipeline messages.
+DATASPACE, DATATYPE, LAYOUT, PIPELINE = _DATASPACE, _DATATYPE, _LAYOUT, _PIPELINE
 
 #: Message flag bit: the message is shared (stored elsewhere, referenced here).
 _SHARED = 0x02
@@ -112,7 +116,23 @@ def check_dataset_header(group: h5py.Group, name: str) -> None:
     Does nothing for a link that is not a hard link, or a file without an OS file
     descriptor.
     """
+    _check(group, name, _key(group, name))
+
+
+def checked_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> StoredHeader | None:
+    """:func:`check_dataset_header`, then :func:`stored_messages`, of ``group[name]``
+    (its link looked up once)."""
+    if not _read_only(group, group.id.fileno):
+        check_dataset_header(group, name)
+        return None
     key = _key(group, name)
+    _check(group, name, key)
+    if key is None:
+        return None
+    return _stored(group, key, kinds, f"{group.name.rstrip('/')}/{name}")
+
+
+def _check(group: h5py.Group, name: str, key: tuple[object, int] | None) -> None:
     if key is None or key in _KNOWN:
         return
     where = _where(group, key[0])
@@ -414,6 +434,27 @@ def _decode(kind: int, body: bytes, header: _Header, sizeof_addr: int, sizeof_si
             header.fill_sizes.append(size)
     elif kind == _LAYOUT:
         _layout(body, header, sizeof_addr, sizeof_size)
+
+
+def chunk_dims(body: bytes, sizeof_addr: int) -> tuple[int, ...] | None:
+    """The chunk shape a chunked layout message (version 3 or 4) gives; None for
+    another layout or a message too short to hold it."""
+    if len(body) < 3 or body[0] not in (3, 4) or body[1] != 2:
+        return None
+    if body[0] == 3:  # dimensionality, the chunk index's address, 4-byte sizes
+        dimensionality, start, width = body[2], 3 + sizeof_addr, 4
+    elif len(body) < 5:
+        return None
+    else:  # flags, dimensionality, the sizes' width, the sizes
+        dimensionality, start, width = body[3], 5, body[4]
+    end = start + dimensionality * width
+    if not 2 <= dimensionality <= 33 or not 1 <= width <= 8 or end > len(body):
+        return None
+    sizes = [
+        int.from_bytes(body[start + i * width : start + (i + 1) * width], "little")
+        for i in range(dimensionality)
+    ]
+    return tuple(sizes[:-1])  # the last is the element size
 
 
 def _dataspace(body: bytes, sizeof_size: int) -> int:

@@ -34,6 +34,7 @@ import numpy as np
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.header import (
     DATASPACE,
+    DATATYPE,
     LAYOUT,
     HeaderDamage,
     PositionedReader,
@@ -42,7 +43,17 @@ from h5vc.hdf5.header import (
     stored_messages,
 )
 
-__all__ = ["Mappings", "decode_mappings", "header_mappings", "stored_mappings", "stored_shape"]
+__all__ = [
+    "Mappings",
+    "StoredVirtual",
+    "checksum",
+    "decode_mappings",
+    "header_mappings",
+    "stored_mappings",
+    "stored_dims",
+    "stored_shape",
+    "stored_virtual",
+]
 
 _LAYOUT_VIRTUAL = 3
 _SEL_NONE, _SEL_POINTS, _SEL_HYPERSLABS, _SEL_ALL = 0, 1, 2, 3
@@ -51,8 +62,16 @@ _SEL_NONE, _SEL_POINTS, _SEL_HYPERSLABS, _SEL_ALL = 0, 1, 2, 3
 _SHARED_FILE, _SHARED_DATASET, _SAME_FILE = 0x01, 0x02, 0x04
 #: A global heap collection larger than this is damage.
 _MAX_COLLECTION = 1 << 31
+#: Collections of at most this many bytes are kept for the next call (HDF5 fills
+#: collections of 4 KiB with the mappings of many small datasets).
+_KEEP_COLLECTION = 1 << 16
 #: A regular hyperslab of more blocks than this is left to HDF5.
 _MAX_REGULAR_BLOCKS = 1 << 20
+#: Mapping lists of at most this many bytes have their checksum verified by
+#: :func:`stored_virtual` (in Python: about 1 us per 12 bytes).
+_CHECKSUM_BYTES = 1024
+#: The header messages of a virtual dataset :func:`stored_virtual` reads.
+_VIRTUAL_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT))
 #: Up to this many mappings the entries are walked one by one: decoding them at once
 #: with numpy costs more than it saves (29 against 22 us for two mappings).
 _FEW_MAPPINGS = 8
@@ -95,6 +114,20 @@ class Mappings:
         )
 
 
+@dataclass(frozen=True)
+class StoredVirtual:
+    """What the header of a virtual dataset says, read from the file's bytes: its
+    mappings, its shape and its datatype message as stored (two datasets of one
+    datatype message hold the same numbers)."""
+
+    mappings: Mappings
+    shape: tuple[int, ...]
+    datatype: bytes | None
+    #: Whether the mapping list's checksum was verified here (as HDF5 verifies it
+    #: when it opens the dataset): done for short lists only.
+    checksum_verified: bool = False
+
+
 class _Unknown(Exception):
     """An encoding this module does not decode: HDF5 is asked instead."""
 
@@ -106,10 +139,47 @@ def stored_mappings(group: h5py.Group, name: str) -> Mappings | None:
     Raises :class:`CorruptDataError` if the stored mappings are damaged in a way HDF5
     would not survive decoding.
     """
-    stored = stored_messages(group, name, frozenset((DATASPACE, LAYOUT)))
+    stored = stored_virtual(group, name)
+    return None if stored is None else stored.mappings
+
+
+def stored_virtual(
+    group: h5py.Group, name: str, collections: dict[int, dict[int, bytes]] | None = None
+) -> StoredVirtual | None:
+    """:func:`stored_mappings` of ``group[name]`` with its shape and datatype message;
+    ``collections`` as for :func:`header_mappings`."""
+    stored = stored_messages(group, name, _VIRTUAL_MESSAGES)
     if stored is None:
         return None
-    return header_mappings(stored, f"{group.name.rstrip('/')}/{name}", group.file.filename)
+    try:
+        decoded = _decoded(stored, collections)
+    except (HeaderDamage, struct.error, ValueError) as damage:
+        where = f"{group.name.rstrip('/')}/{name}"
+        raise _damaged(where, group.file.filename, damage) from None
+    if decoded is None:
+        return None
+    mappings, blob = decoded
+    shape = stored_dims(stored)
+    if shape is None:
+        return None
+    checked = (
+        blob is not None
+        and len(blob) <= _CHECKSUM_BYTES
+        and checksum(blob[:-4]) == int.from_bytes(blob[-4:], "little")
+    )
+    return StoredVirtual(mappings, shape, stored.messages.get(DATATYPE), checked)
+
+
+def stored_dims(stored: StoredHeader) -> tuple[int, ...] | None:
+    """The shape the dataspace message of ``stored`` gives; None if it has none or
+    it cannot be read here."""
+    space = stored.messages.get(DATASPACE)
+    if space is None:
+        return None
+    try:
+        return tuple(int(n) for n in dataspace_dims(space, stored.sizeof_size))
+    except (_Unknown, HeaderDamage, struct.error, ValueError):
+        return None
 
 
 def header_mappings(
@@ -121,7 +191,35 @@ def header_mappings(
     """The mappings of the virtual dataset whose dataspace and layout messages
     ``stored`` holds (:func:`stored_mappings`; ``where`` and ``filename`` name it in
     error messages). ``collections`` keeps the global heap collections read, by
-    address, for the next call (HDF5 puts the mappings of many datasets in one)."""
+    address, for the next call (HDF5 puts the mappings of many datasets in one): keep
+    it no longer than the file's bytes stay as they are (a writer adds objects to a
+    collection; an object not found among those kept is read again)."""
+    try:
+        return _decoded_mappings(stored, collections)
+    except (HeaderDamage, struct.error, ValueError) as damage:
+        raise _damaged(where, filename, damage) from None
+
+
+def _damaged(where: str, filename: str, damage: Exception) -> CorruptDataError:
+    return CorruptDataError(
+        f"The virtual mappings of {where} in {filename!r} are damaged and cannot be "
+        f"read: {damage}. Run "
+        f"h5vc.verify on the file; restore it from a copy if it was written."
+    )
+
+
+def _decoded_mappings(
+    stored: StoredHeader, collections: dict[int, dict[int, bytes]] | None
+) -> Mappings | None:
+    """:func:`header_mappings`, raising what is wrong with the bytes."""
+    decoded = _decoded(stored, collections)
+    return None if decoded is None else decoded[0]
+
+
+def _decoded(
+    stored: StoredHeader, collections: dict[int, dict[int, bytes]] | None
+) -> tuple[Mappings, bytes | None] | None:
+    """The mappings and the heap object they were decoded from (None: no mappings)."""
     layout = stored.messages.get(LAYOUT)
     space = stored.messages.get(DATASPACE)
     if layout is None or space is None or len(layout) < 2:
@@ -134,29 +232,71 @@ def header_mappings(
             stored.reader, layout, stored.sizeof_addr, stored.sizeof_size, collections
         )
         if blob is None:
-            return Mappings.of([], [], len(dims))
-        return decode_mappings(blob, len(dims), stored.sizeof_size)
+            return Mappings.of([], [], len(dims)), None
+        return decode_mappings(blob, len(dims), stored.sizeof_size), blob
     except _Unknown:
         return None
-    except (HeaderDamage, struct.error, ValueError) as damage:
-        raise CorruptDataError(
-            f"The virtual mappings of {where} in {filename!r} are damaged and cannot be "
-            f"read: {damage}. Run "
-            f"h5vc.verify on the file; restore it from a copy if it was written."
-        ) from None
+
+
+def checksum(data: bytes) -> int:
+    """HDF5's checksum of metadata (Bob Jenkins' lookup3 ``hashlittle``, initial value
+    0), as HDF5 stores it after a virtual dataset's mapping list."""
+    mask = 0xFFFFFFFF
+
+    def rot(x: int, k: int) -> int:
+        return ((x << k) | (x >> (32 - k))) & mask
+
+    length = len(data)
+    a = b = c = (0xDEADBEEF + length) & mask
+    if not length:
+        return c
+    padded = data + bytes(-length % 12)
+    last = (length - 1) // 12  # the last block (1 to 12 bytes) gets the final mix
+    for block in range(last):
+        x, y, z = struct.unpack_from("<3I", padded, 12 * block)
+        a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
+        a = (a - c) & mask
+        a ^= rot(c, 4)
+        c = (c + b) & mask
+        b = (b - a) & mask
+        b ^= rot(a, 6)
+        a = (a + c) & mask
+        c = (c - b) & mask
+        c ^= rot(b, 8)
+        b = (b + a) & mask
+        a = (a - c) & mask
+        a ^= rot(c, 16)
+        c = (c + b) & mask
+        b = (b - a) & mask
+        b ^= rot(a, 19)
+        a = (a + c) & mask
+        c = (c - b) & mask
+        c ^= rot(b, 4)
+        b = (b + a) & mask
+    x, y, z = struct.unpack_from("<3I", padded, 12 * last)
+    a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
+    c ^= b
+    c = (c - rot(b, 14)) & mask
+    a ^= c
+    a = (a - rot(c, 11)) & mask
+    b ^= a
+    b = (b - rot(a, 25)) & mask
+    c ^= b
+    c = (c - rot(b, 16)) & mask
+    a ^= c
+    a = (a - rot(c, 4)) & mask
+    b ^= a
+    b = (b - rot(a, 14)) & mask
+    c ^= b
+    c = (c - rot(b, 24)) & mask
+    return c
 
 
 def stored_shape(group: h5py.Group, name: str) -> tuple[int, ...] | None:
     """The shape of dataset ``group[name]`` read from the file before HDF5 opens it
     (see :func:`stored_mappings`); None if it cannot be read this way."""
     stored = stored_messages(group, name, frozenset((DATASPACE,)))
-    space = None if stored is None else stored.messages.get(DATASPACE)
-    if stored is None or space is None:
-        return None
-    try:
-        return tuple(int(n) for n in dataspace_dims(space, stored.sizeof_size))
-    except (_Unknown, HeaderDamage, struct.error, ValueError):
-        return None
+    return None if stored is None else stored_dims(stored)
 
 
 def _heap_object(
@@ -178,9 +318,9 @@ def _heap_object(
     objects = None if collections is None else collections.get(address)
     if objects is not None:
         found = objects.get(index)
-        if found is None:
-            raise HeaderDamage(f"no object {index} in the global heap collection at {address}")
-        return found
+        if found is not None:
+            return found
+        # Not among the objects kept: the collection may have grown since; read again.
     prefix = 8 + sizeof_size  # "GCOL", version, 3 reserved bytes, collection size
     head = reader.read(address, prefix)
     if len(head) < prefix or head[:4] != b"GCOL":
@@ -189,6 +329,8 @@ def _heap_object(
     if not prefix <= size <= _MAX_COLLECTION or not reader.within(address, size):
         raise HeaderDamage(f"a global heap collection of {size} bytes at {address}")
     data = reader.read(address, size)
+    if size > _KEEP_COLLECTION:
+        collections = None  # one large object: nothing to share
     entry = 8 + sizeof_size  # index, reference count, reserved, object size
     pos = prefix
     kept: dict[int, bytes] = {}

@@ -27,14 +27,14 @@ from h5vc.errors import (
     RefNotFoundError,
 )
 from h5vc.store import layout
-from h5vc.versions import FileState, check_new_version_name
+from h5vc.versions import FileState
 from h5vc.versions.refs import BRANCH, TAG
 from h5vc.versions.timestamps import now
 
 if TYPE_CHECKING:  # the tools are imported when used: opening a file loads none
     from h5vc.lifecycle.bisection import BisectResult
     from h5vc.lifecycle.blame import Blame
-    from h5vc.lifecycle.merge import MergeResult
+    from h5vc.lifecycle.results import MergeResult
 
 __all__ = [
     "after_branch_commit",
@@ -212,12 +212,22 @@ def merge(
 ) -> MergeResult:
     """Three-way merge of ``theirs`` into branch ``into`` (see
     :meth:`h5vc.VersionedHDF5File.merge`)."""
-    from h5vc.lifecycle import merge as _merge
-
     state.check_writable(f"merge {theirs!r}")
     branch, ours = _onto(state, into)
     their_version = resolve(state, theirs)
     moves_current = ours == state.current_version
+    if fast_forward and _fast_forwards(state, ours, their_version, on_conflict):
+        # Only refs move: the merge machinery is not needed (nor imported).
+        from h5vc.lifecycle.results import MergeResult
+
+        with state.operation():  # one commit point: the branch and the current version
+            if branch is not None:
+                state.refs.set(BRANCH, branch, their_version)
+            if moves_current:
+                state.set_current_version(their_version)
+        return MergeResult("fast-forward", their_version, ours, ours, their_version)
+    from h5vc.lifecycle import merge as _merge
+
     if name is None:
         name = _merge_name(state, their_version, ours)
     with state.operation():  # one commit point: the version, the branch, current
@@ -239,6 +249,28 @@ def merge(
         if moves_current and result.kind == "fast-forward":
             state.set_current_version(result.version)
     return result
+
+
+def _fast_forwards(state: FileState, ours: str, theirs: str, on_conflict: Any) -> bool:
+    """Whether merging ``theirs`` into ``ours`` is a fast-forward: ``ours`` is a proper
+    ancestor of ``theirs`` (then it is also their newest common ancestor, the merge
+    base) and the options are valid (else the full merge raises for them)."""
+    if ours == theirs or not (on_conflict in ("fail", "ours", "theirs") or callable(on_conflict)):
+        return False
+    log = state.log
+    if ours not in log or theirs not in log:
+        return False
+    log.names()  # every version's parents in one read (the index's log column)
+    seen = {theirs}
+    todo = [theirs]
+    while todo:
+        for parent in log.parents(todo.pop()):
+            if parent == ours:
+                return True
+            if parent not in seen and parent in log:
+                seen.add(parent)
+                todo.append(parent)
+    return False
 
 
 def _onto(state: FileState, into: str | None) -> tuple[str | None, str]:
@@ -415,6 +447,8 @@ def generated_version_name(state: FileState) -> str:
 
 def check_version_name(state: FileState, name: str) -> str:
     """``name`` if a new version may take it: not a version, branch or tag yet."""
+    from h5vc.versions import check_new_version_name  # the commit writer: loaded to write
+
     name = check_new_version_name(state, name)
     for kind in (BRANCH, TAG):
         if state.refs.get(kind, name) is not None:

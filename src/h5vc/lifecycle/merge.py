@@ -12,7 +12,6 @@ parents.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import h5py
@@ -27,6 +26,7 @@ from h5vc.errors import (
     UnrelatedHistoriesError,
 )
 from h5vc.lifecycle.merge_chunks import merge_elements, plan_chunks, result_shape
+from h5vc.lifecycle.results import Conflict, MergeResult
 from h5vc.store import ChunkMap, layout, read_attributes, read_fill, staged_array
 from h5vc.versions import (
     DatasetCommit,
@@ -49,59 +49,6 @@ __all__ = [
 ]
 
 Resolver = Callable[["Conflict", np.ndarray, np.ndarray, np.ndarray], Any]
-
-
-@dataclass(frozen=True)
-class Conflict:
-    """One thing both sides changed differently.
-
-    ``kind`` is ``"data"`` (elements of a dataset; a dataset added on both sides is
-    merged over an all-fill base), ``"shape"`` (resized differently on both sides),
-    ``"attribute"``, ``"deleted"`` (one side deleted what the other changed) or
-    ``"type"`` (a group on one side, a dataset on the other, or datasets of
-    different stores: one side created it again with another dtype or chunks;
-    columns of different sample shapes, dtypes or compression) or ``"key"`` (a key of
-    a sample column, named by ``key``, given different samples or removed on one side
-    and changed on the other).  For ``"data"``: ``region`` is the chunk-aligned region
-    (clipped to the merged shape) and ``elements`` the number of conflicting elements
-    in it; for ``"attribute"``, ``attr`` names the attribute.
-    """
-
-    path: str
-    kind: str
-    region: tuple[slice, ...] | None = None
-    elements: int = 0
-    attr: str | None = None
-    key: Any = None
-
-    def describe(self) -> str:
-        where = "/" + self.path
-        if self.kind == "key":
-            return f"{where} key {self.key!r}: changed differently on both sides"
-        if self.kind == "data" and self.region is not None:
-            span = ", ".join(f"{s.start}:{s.stop}" for s in self.region)
-            return f"{where}[{span}]: {self.elements} element(s) changed differently on both sides"
-        if self.kind == "attribute":
-            return f"{where} attribute {self.attr!r}: changed differently on both sides"
-        return f"{where}: {self.kind} conflict"
-
-
-@dataclass
-class MergeResult:
-    """What a merge did: ``kind`` is ``"merge"`` (a new version), ``"fast-forward"``,
-    or for :mod:`h5vc.lifecycle.cherry` ``"cherry-pick"`` / ``"revert"`` (a new version
-    on ``ours`` alone; ``base`` and ``theirs`` are the two ends of the change applied)."""
-
-    kind: str
-    version: str
-    base: str | None
-    ours: str
-    theirs: str
-    #: Conflicts that were resolved by ``on_conflict`` ("ours", "theirs" or a callable).
-    conflicts: list[Conflict] = field(default_factory=list)
-    #: Chunks taken from theirs without reading data, and chunks merged element-wise.
-    chunks_taken: int = 0
-    chunks_merged: int = 0
 
 
 def parents(state: FileState, name: str) -> list[str]:

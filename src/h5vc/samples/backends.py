@@ -21,7 +21,7 @@ import pathlib
 import secrets
 import string
 from collections.abc import Callable
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import h5py
@@ -37,8 +37,8 @@ from h5vc.errors import (
     RecordFormatError,
 )
 from h5vc.hdf5.chunktable import ChunkTable, sample_table
-from h5vc.hdf5.codecs import Pipeline, pipeline_for
-from h5vc.samples.records import Record00, Record01, SampleRecord
+from h5vc.hdf5.codecs import Pipeline, pipeline_for, single_threaded_blosc
+from h5vc.samples.records import SEP_HSH, SEP_KEY, SEP_LST, SEP_SLC, Record01, SampleRecord
 from h5vc.samples.schema import Schema
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "sample_xxh64",
     "CollectionWriter",
     "CollectionReader",
+    "batch_samples",
     "RecordChecker",
     "cache_settings",
     "chunk_shape",
@@ -85,13 +86,28 @@ _MAX_CACHE_BYTES = config.SAMPLE_CACHE_MAX_BYTES
 _Readable = tuple[Pipeline, Pipeline, ChunkTable, tuple[int, ...]]
 #: A chunk's stored bytes and filter mask as HDF5 stores them; ``None``: HDF5 writes it.
 _Encoded = tuple[bytes, int] | None
+#: Samples of a batch handed to a writer's pool (see :func:`batch_samples`), at most.
+_BATCH_SAMPLES = 8
+#: A batch handed to the pool: its slots, the copies of its samples and the job
+#: giving their stored chunks.
+_Batch = tuple[list[int], list[np.ndarray], Future[list[_Encoded]]]
 #: How to check a decoded sample: a function of the sample and the value it must return.
 SampleCheck = tuple[Callable[[np.ndarray], str], str] | None
 
 
+#: (dtype, shape) -> xxh3-128 hasher fed with their text, copied for each sample.
+_DIGEST_PREFIXES: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+
 def content_digest(array: np.ndarray) -> str:
     """Hex xxh3-128 of a sample's dtype, shape and bytes: its key in the content index."""
-    hasher = xxhash.xxh3_128(f"{array.dtype.str}|{array.shape}|".encode())
+    key = (array.dtype.str, array.shape)
+    prefix = _DIGEST_PREFIXES.get(key)
+    if prefix is None:
+        if len(_DIGEST_PREFIXES) >= 256:
+            _DIGEST_PREFIXES.clear()
+        prefix = _DIGEST_PREFIXES[key] = xxhash.xxh3_128(f"{key[0]}|{key[1]}|".encode())
+    hasher = prefix.copy()
     hasher.update(array.data)
     return hasher.hexdigest()
 
@@ -236,18 +252,19 @@ class CollectionWriter:
     Where a sample is exactly one chunk and the filter pipeline is one whose stored
     bytes :meth:`h5vc.hdf5.codecs.Pipeline.encode_like_hdf5` reproduces, chunks are
     encoded without HDF5 (by :meth:`encode`, on any thread) and stored with direct
-    chunk writes. The encoder gives two kinds of stored chunks: compressed (filter mask 0) and, for a
-    sample Blosc cannot shrink, the sample's own bytes (filter mask 1, as HDF5 stores
-    it when its optional Blosc filter fails). The first sample of each kind in every
-    file is written through HDF5's filter pipeline and its stored bytes and filter mask
-    compared with the encoder's: only on a match are chunks of that kind written
-    directly, and on a mismatch the encoder is dropped for the file, so stored bytes
-    are always those HDF5 itself would store.
+    chunk writes. The encoder gives two kinds of stored chunks: compressed (filter mask
+    0) and, for a sample Blosc cannot shrink, the sample's own bytes (filter mask 1, as
+    HDF5 stores it when its optional Blosc filter fails). The first sample of each kind
+    in every file is written through HDF5's filter pipeline and its stored bytes and
+    filter mask compared with the encoder's: only on a match are chunks of that kind
+    written directly, and on a mismatch the encoder is dropped for the file, so stored
+    bytes are always those HDF5 itself would store.
 
-    :meth:`write` stores a sample before it returns. :meth:`write_later` hands the
-    encoding to a thread pool and stores the chunk during a later call: a bounded queue
-    of copies of the samples, stored in order of the calls, all of them by
-    :meth:`flush` and :meth:`close`. Should encoding or storing a queued sample fail,
+    :meth:`write` stores a sample before it returns. :meth:`write_later` copies the
+    sample into a batch; full batches (:func:`batch_samples`) are encoded on a thread
+    pool while the caller goes on, and stored by a later call, in order of the calls,
+    each batch with one run of chunk writes and one flush of its datasets; all of them
+    by :meth:`flush` and :meth:`close`. Should encoding or storing a queued sample fail,
     the error is raised by the call that meets it, the file takes no more samples and
     :meth:`close` leaves it without its content index: records of the file are never
     published with a sample missing.
@@ -260,15 +277,20 @@ class CollectionWriter:
         self.entries: list[tuple[str, str]] = []
         self._slots_used = 0
         try:
-            self._datasets = self._create_datasets()
+            first = self._create_datasets()
             self.h5file.swmr_mode = True
         except BaseException:
             self.h5file.close()
             self.path.unlink()
             raise
+        #: Sample shape -> its text in a record.
+        self._shape_texts: dict[tuple[int, ...], str] = {}
+        #: Dataset number -> its sample I/O, opened when first written.
+        self._datasets: dict[int, _SampleIO] = {0: _SampleIO(first)}
+        #: Datasets written since they were last flushed.
+        self._unflushed: set[int] = set()
         self._chunk = tuple(max(dim, 1) for dim in schema.shape)
         self._chunk_bytes = math.prod(self._chunk) * schema.dtype.itemsize
-        first = self._datasets[0].dataset
         one_chunk = first.chunks == (1, *self._chunk)
         pipeline = pipeline_for(first) if one_chunk else None
         self._encoder = pipeline if pipeline is not None and pipeline.like_hdf5 else None
@@ -277,11 +299,19 @@ class CollectionWriter:
         #: Dataset number -> sample index of the chunk HDF5 looked up last there, where
         #: it remembers it wrongly (see :func:`_forget_last_chunk`).
         self._stale: dict[int, int] = {}
-        #: Queued samples: (slot, copy of the sample, its encoding job), in slot order.
-        self._queue: collections.deque[tuple[int, np.ndarray, Future[_Encoded]]] = (
-            collections.deque()
-        )
+        #: Batches handed to the pool, oldest first: their slots, the copies of their
+        #: samples and the job giving their stored chunks.
+        self._queue: collections.deque[_Batch] = collections.deque()
+        #: Slots and copies of the samples of the next batch, not handed out yet.
+        self._gathered_slots: list[int] = []
+        self._gathered: list[np.ndarray] = []
+        #: Samples (and their bytes) copied and not stored yet: gathered and queued.
+        self._queued_samples = 0
         self._queued_bytes = 0
+        self._pool: Executor | None = None
+        self._workers = 1
+        #: Keeps numcodecs' Blosc to the calling thread while batches are with the pool.
+        self._blosc_single: contextlib.ExitStack[bool | None] | None = None
         #: Copies of stored samples (of one shape, never more than were queued at once) to
         #: copy queued samples into: reusing them spares the page faults of fresh
         #: allocations, which cost about 10 times the copy.
@@ -289,7 +319,13 @@ class CollectionWriter:
         #: The error that stopped the file (a queued sample that failed), if any.
         self.failure: BaseException | None = None
 
-    def _create_datasets(self) -> list[_SampleIO]:
+    def _create_datasets(self) -> h5py.Dataset:
+        """Create the file's datasets; return dataset ``"0"``.
+
+        h5py creates the first; the others are created from its property lists
+        through HDF5's own call, which costs a fifth of h5py's per dataset and gives
+        the same datasets (creation properties, type, space, link).
+        """
         schema = self.schema
         options: dict[str, Any] = {
             "shape": (schema.collection_size, *schema.shape),
@@ -301,10 +337,22 @@ class CollectionWriter:
             "fletcher32": schema.backend == "00",
             **schema.compression.filter_kwargs(),
         }
-        return [
-            _SampleIO(self.h5file.create_dataset(str(number), **options))
-            for number in range(schema.collection_count)
-        ]
+        first = self.h5file.create_dataset("0", **options)
+        dataset_id = first.id
+        dcpl, dapl = dataset_id.get_create_plist(), dataset_id.get_access_plist()
+        type_id, space = dataset_id.get_type(), dataset_id.get_space()
+        for number in range(1, schema.collection_count):
+            h5py.h5d.create(
+                self.h5file.id, str(number).encode(), type_id, space, dcpl=dcpl, dapl=dapl
+            ).close()
+        return first
+
+    def _sample_io(self, number: int) -> _SampleIO:
+        """The sample I/O of dataset ``number``, opened on first use."""
+        sample_io = self._datasets.get(number)
+        if sample_io is None:
+            sample_io = self._datasets[number] = _SampleIO(self.h5file[str(number)])
+        return sample_io
 
     @property
     def full(self) -> bool:
@@ -324,42 +372,43 @@ class CollectionWriter:
             chunk[tuple(slice(0, n) for n in array.shape)] = array
         return encoder.encode_like_hdf5(chunk)
 
-    def write(
-        self, array: np.ndarray, *, flush: bool = True, checksum: str | None = None
-    ) -> SampleRecord:
-        """Store ``array`` (already checked against the schema) in the next free slot.
+    def _encode_batch(self, samples: list[np.ndarray]) -> list[_Encoded]:
+        """:meth:`encode` of each sample: one job of the pool."""
+        return [self.encode(sample) for sample in samples]
+
+    def write(self, array: np.ndarray, *, flush: bool = True, checksum: str | None = None) -> str:
+        """Store ``array`` (already checked against the schema) in the next free slot;
+        return its record string.
 
         With ``flush`` (the default) readers in other processes see the sample once this
         returns; else once :meth:`flush` is called. Queued samples are stored first.
-        ``checksum``: the xxhash64 of ``array``, if the caller has it already.
+        ``checksum``: the xxhash64 of a backend ``01`` sample, if the caller has it.
         """
         self._check_usable()
         slot = self._slots_used
         if array.size:
-            if self._queue:
+            if self._queued_samples:
                 self._store_queued(everything=True)
             self._store(slot, array, self.encode(array))
             if flush:
-                self._forget_stale()
-                dataset = self._datasets[slot // self.schema.collection_size].dataset
-                dataset.flush()  # SWMR: readers in other processes see it from now on
+                self._flush_written()
         return self._record(slot, array, checksum)
 
     def write_later(
-        self, array: np.ndarray, pool: Executor, checksum: str | None = None
-    ) -> SampleRecord:
+        self, array: np.ndarray, pool: Executor, workers: int, checksum: str | None = None
+    ) -> str:
         """Store ``array`` (already checked against the schema) in the next free slot,
-        its chunk encoded on ``pool`` and stored by a later call.
+        its chunk encoded on ``pool`` (of ``workers`` threads) and stored by a later call;
+        return its record string.
 
-        ``array`` is copied: the caller may change it once this returns. Samples the
-        file's encoder does not take (chunks larger than :data:`QUEUE_MAX_CHUNK_BYTES`
-        or smaller than :data:`QUEUE_MIN_CHUNK_BYTES`, any when the file has no
-        encoder) are written now, as by ``write(array)``.
-        ``checksum``: the xxhash64 of ``array``, if the caller has it already.
-        Before queueing, every queued sample already
-        encoded is stored (and its dataset flushed); when the queue is full
-        (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`) this waits until its older half is
-        stored.
+        ``array`` is copied into the next batch: the caller may change it once this
+        returns. Samples the file's encoder does not take (chunks larger than
+        :data:`QUEUE_MAX_CHUNK_BYTES` or smaller than :data:`QUEUE_MIN_CHUNK_BYTES`, any
+        when the file has no encoder) are written now, as by ``write(array)``.
+        ``checksum``: the xxhash64 of a backend ``01`` sample, if the caller has it.
+        Before copying, the batches already encoded are stored (and their datasets
+        flushed); when the queue is full (:data:`QUEUE_SAMPLES`, :data:`QUEUE_BYTES`)
+        this waits until its older half is stored.
 
         Raises the error of a queued sample that failed (see the class documentation);
         this sample is then not stored.
@@ -371,6 +420,7 @@ class CollectionWriter:
             or not QUEUE_MIN_CHUNK_BYTES <= self._chunk_bytes <= QUEUE_MAX_CHUNK_BYTES
         ):
             return self.write(array, checksum=checksum)
+        self._pool, self._workers = pool, max(1, workers)
         if self._queue:
             self._store_queued(everything=False, room=array.nbytes)
         if self._spare and self._spare[-1].shape == array.shape:
@@ -381,24 +431,47 @@ class CollectionWriter:
         # back from the encoding threads takes longer than the copy.
         sample.data.cast("B")[:] = array.data.cast("B")
         slot = self._slots_used
-        self._queue.append((slot, sample, pool.submit(self.encode, sample)))
+        self._gathered_slots.append(slot)
+        self._gathered.append(sample)
+        self._queued_samples += 1
         self._queued_bytes += sample.nbytes
+        if len(self._gathered) >= batch_samples(self._chunk_bytes, self._workers):
+            self._hand_out(1)
         return self._record(slot, array, checksum)
 
-    def _record(self, slot: int, array: np.ndarray, checksum: str | None) -> SampleRecord:
-        """The record of ``array`` in ``slot``, which it now occupies (``checksum``: its
-        xxhash64, computed here if ``None``)."""
+    def _hand_out(self, parts: int) -> None:
+        """Hand the gathered samples to the pool, as up to ``parts`` batches."""
+        slots, samples = self._gathered_slots, self._gathered
+        self._gathered_slots, self._gathered = [], []
+        if not samples or self._pool is None:
+            return
+        if self._blosc_single is None:
+            self._blosc_single = contextlib.ExitStack()
+            self._blosc_single.enter_context(single_threaded_blosc())
+        size = -(-len(samples) // parts)
+        for start in range(0, len(samples), size):
+            part = samples[start : start + size]
+            job = self._pool.submit(self._encode_batch, part)
+            self._queue.append((slots[start : start + size], part, job))
+
+    def _record(self, slot: int, array: np.ndarray, checksum: str | None) -> str:
+        """The record string of ``array`` in ``slot``, which it now occupies
+        (``checksum``: its xxhash64 for backend ``01``, computed here if ``None``).
+
+        Built from fields this writer made (the file's uid, numbers, the sample's
+        shape), which the record formats accept as they are: the same string as
+        ``Record00``/``Record01(...).encode()``, without checking the fields again.
+        """
         number, index = divmod(slot, self.schema.collection_size)
         self._slots_used = slot + 1
+        shape = self._shape_texts.get(array.shape)
+        if shape is None:
+            shape = self._shape_texts[array.shape] = SEP_LST.join(map(str, array.shape))
         if self.schema.backend == "01":
-            return Record01(
-                uid=self.uid,
-                checksum=sample_xxh64(array) if checksum is None else checksum,
-                dataset=str(number),
-                index=index,
-                shape=array.shape,
-            )
-        return Record00(uid=self.uid, dataset=str(number), index=index, shape=array.shape)
+            if checksum is None:
+                checksum = sample_xxh64(array)
+            return SEP_KEY.join(("01", self.uid, checksum, str(number), str(index), shape))
+        return f"00{SEP_KEY}{self.uid}{SEP_HSH}{number}{SEP_LST}{index}{SEP_SLC}{shape}"
 
     def _store(self, slot: int, array: np.ndarray, encoded: _Encoded) -> None:
         """Write ``array`` into ``slot``: its stored bytes ``encoded`` (from
@@ -409,7 +482,8 @@ class CollectionWriter:
         written directly from then on if they are equal; if not, the encoder is dropped.
         """
         number, index = divmod(slot, self.schema.collection_size)
-        sample_io = self._datasets[number]
+        sample_io = self._sample_io(number)
+        self._unflushed.add(number)
         encoder = self._encoder
         if encoded is None or encoder is None:
             sample_io.write(index, array)
@@ -433,64 +507,74 @@ class CollectionWriter:
             self._encoder = None
 
     def _store_queued(self, *, everything: bool, room: int = 0) -> None:
-        """Store queued samples in order, then flush the datasets written: all of them
-        with ``everything``; else every one already encoded and, when the queue has no
-        room for one more sample of ``room`` bytes, at least the older half (waiting for
-        their encoding: the threads stay half a queue ahead, and this thread wakes once
-        for many samples rather than once per sample).
+        """Store queued batches in order, then flush the datasets written once: all of
+        them with ``everything`` (the gathered samples too, split among the workers);
+        else every batch already encoded and, when the queue has no room for one more
+        sample of ``room`` bytes, at least its older half (waiting for their encoding:
+        the threads stay half a queue ahead, and this thread wakes once for many
+        samples rather than once per sample).
 
         A failure stops the file (:attr:`failure`) and is raised; the queue is dropped.
         """
-        queue = self._queue
-        keep = len(queue)  # store no more than the encoded ones ...
         if everything:
-            keep = 0
-        elif len(queue) >= QUEUE_SAMPLES or self._queued_bytes + room > QUEUE_BYTES:
-            keep = len(queue) // 2  # ... unless the queue is full
-            wait((queue[len(queue) - keep - 1][2],))
-        written: set[int] = set()
-        size = self.schema.collection_size
+            self._hand_out(self._workers)
+        queue = self._queue
+        full = self._queued_samples >= QUEUE_SAMPLES or self._queued_bytes + room > QUEUE_BYTES
         try:
             while queue:
-                slot, sample, job = queue[0]
-                if (
-                    len(queue) <= keep
-                    and not job.done()
-                    and self._queued_bytes + room <= QUEUE_BYTES
-                ):
-                    break
+                slots, samples, job = queue[0]
+                if not (everything or job.done() or (full and self._over_half(room))):
+                    break  # still encoding, and room for the next sample: stored later
                 try:
-                    encoded = job.result()
-                    self._store(slot, sample, encoded)
+                    for slot, sample, encoded in zip(slots, samples, job.result()):
+                        self._store(slot, sample, encoded)
                 except Exception as err:
                     self._fail(err)
                     raise
                 queue.popleft()
-                self._queued_bytes -= sample.nbytes
-                written.add(slot // size)
-                if self._spare and self._spare[-1].shape != sample.shape:
+                self._queued_samples -= len(samples)
+                self._queued_bytes -= sum(sample.nbytes for sample in samples)
+                if self._spare and self._spare[-1].shape != samples[0].shape:
                     self._spare.clear()
-                self._spare.append(sample)
+                self._spare.extend(samples)
         finally:
-            self._forget_stale()
-            for number in sorted(written):
-                self._datasets[number].dataset.flush()
+            self._flush_written()
+            if not queue and not self._gathered:
+                self._let_blosc_go()
 
-    def _forget_stale(self) -> None:
-        """Make HDF5 forget the chunks it remembers wrongly (:func:`_forget_last_chunk`):
-        done before any sample written can be read, once per run of writes rather than
-        after every chunk stored with filter mask 1, as only the last chunk looked up
-        in a dataset is remembered."""
+    def _let_blosc_go(self) -> None:
+        """End :func:`single_threaded_blosc` for this file (no batch with the pool)."""
+        single, self._blosc_single = self._blosc_single, None
+        if single is not None:
+            single.close()
+
+    def _over_half(self, room: int) -> bool:
+        """Whether more than half the queue is taken, counting ``room`` more bytes."""
+        return (
+            self._queued_samples > QUEUE_SAMPLES // 2
+            or self._queued_bytes + room > QUEUE_BYTES // 2
+        )
+
+    def _flush_written(self) -> None:
+        """Make every sample stored so far visible to readers in other processes: HDF5
+        forgets the chunks it remembers wrongly (:func:`_forget_last_chunk`), once per
+        run of writes rather than after every chunk stored with filter mask 1, as only
+        the last chunk looked up in a dataset is remembered; then each dataset written
+        since its last flush is flushed, once."""
         for number, index in self._stale.items():
             _forget_last_chunk(self._datasets[number].dataset.id, index)
         self._stale.clear()
+        for number in sorted(self._unflushed):
+            self._datasets[number].dataset.flush()
+        self._unflushed.clear()
 
     def _fail(self, err: BaseException) -> None:
         self.failure = err
-        for _slot, _sample, job in self._queue:
+        for _slots, _samples, job in self._queue:
             job.cancel()
         self._queue.clear()
-        self._queued_bytes = 0
+        self._gathered_slots, self._gathered = [], []
+        self._queued_samples = self._queued_bytes = 0
 
     def _check_usable(self) -> None:
         if self.failure is not None:
@@ -503,11 +587,9 @@ class CollectionWriter:
         """Store every queued sample, then make every sample written so far visible to
         readers in other processes."""
         self._check_usable()
-        if self._queue:
+        if self._queued_samples:
             self._store_queued(everything=True)
-        self._forget_stale()
-        for sample_io in self._datasets[: self._slots_used // self.schema.collection_size + 1]:
-            sample_io.dataset.flush()
+        self._flush_written()
 
     def close(self) -> None:
         """Store the queued samples, close the file, then write its content index, which
@@ -516,9 +598,10 @@ class CollectionWriter:
         if not self.h5file.id.valid:
             return
         try:
-            if self._queue and self.failure is None:
+            if self._queued_samples and self.failure is None:
                 self._store_queued(everything=True)  # raises past the index if interrupted
         finally:
+            self._let_blosc_go()
             self.h5file.close()
         if self.failure is not None:
             return
@@ -526,6 +609,15 @@ class CollectionWriter:
         staging = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
         staging.write_text("".join(f"{digest} {record}\n" for digest, record in self.entries))
         os.replace(staging, path)
+
+
+def batch_samples(chunk_bytes: int, workers: int) -> int:
+    """Samples a writer hands its pool in one job: 8, fewer for large chunks, so that
+    every worker has two batches within the queue's bounds (:data:`QUEUE_SAMPLES`,
+    :data:`QUEUE_BYTES`). A job costs a future and a wake-up; a batch spreads them
+    over its samples."""
+    room = min(QUEUE_SAMPLES, QUEUE_BYTES // max(1, chunk_bytes)) // (2 * max(1, workers))
+    return max(1, min(_BATCH_SAMPLES, room))
 
 
 class CollectionReader:

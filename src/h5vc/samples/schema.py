@@ -191,6 +191,13 @@ class Schema:
 
 def check_sample(array: Any, schema: Schema) -> np.ndarray:
     """Return ``array`` if it fits ``schema``; raise SchemaMismatchError saying why not."""
+    if (
+        type(array) is np.ndarray
+        and array.shape == schema.shape
+        and array.dtype == schema.dtype
+        and array.flags.c_contiguous
+    ):
+        return array  # the common case, checked first
     if not isinstance(array, np.ndarray):
         raise SchemaMismatchError(
             f"Expected a numpy.ndarray sample. Got {type(array).__name__} instead."

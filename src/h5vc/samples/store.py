@@ -194,9 +194,9 @@ class SampleWriter:
         #: Digest -> record of the complete files of earlier sessions: a sample is read
         #: back and compared before one of these records is returned for it.
         self._index = _load_index(directory)
-        #: Digest -> (record, xxhash64 of the sample) of the samples this session wrote
-        #: or found equal to a stored one: returned for a sample of the same digests.
-        self._known: dict[str, tuple[str, str]] = {}
+        #: Digest -> record of the samples this session wrote or found equal to a stored
+        #: one: returned for a sample of the same digest.
+        self._known: dict[str, str] = {}
         self._files: dict[str, CollectionWriter] = {}
         self._current: CollectionWriter | None = None
         self._verifier: SampleReader | None = None
@@ -253,20 +253,22 @@ class SampleWriter:
         """The record of ``array``: that of an identical sample already stored, else of
         ``array`` stored in the next slot (queued for the encoding threads, if any).
 
-        A duplicate costs two hashes and a lookup, before anything is compressed or
+        A duplicate costs one hash and a lookup, before anything is compressed or
         touches a file: this session's own samples are recognised by their content
-        digest (xxh3-128 of dtype, shape and bytes) and xxhash64 together; a sample of an
-        earlier session's index is read back and compared once, then known the same way.
+        digest (xxh3-128 of dtype, shape and bytes, the key of the content index); a
+        sample of an earlier session's index is read back and compared once, then known
+        the same way. A backend ``01`` sample stored here has its xxhash64 computed
+        once, for its record.
         """
         digest = content_digest(array)
-        checksum = sample_xxh64(array)
         known = self._known.get(digest)
-        if known is not None and known[1] == checksum:
-            return known[0]
+        if known is not None:
+            return known
         existing = self._index.get(digest)
-        if known is None and existing is not None and self._holds(existing, array):
-            self._known[digest] = (existing, checksum)
+        if existing is not None and self._holds(existing, array):
+            self._known[digest] = existing
             return existing
+        checksum = sample_xxh64(array) if self.schema.backend == "01" else None
         collection = self._current
         if collection is None or collection.full:
             if collection is not None:
@@ -275,12 +277,11 @@ class SampleWriter:
             self._files[collection.uid] = collection
         if self.threads:
             pool = self._executor or self._encode_executor()
-            stored = self._guarded(collection.write_later, array, pool, checksum)
+            record = self._guarded(collection.write_later, array, pool, self.threads, checksum)
         else:
-            stored = self._guarded(collection.write, array, flush=flush, checksum=checksum)
-        record = stored.encode()
+            record = self._guarded(collection.write, array, flush=flush, checksum=checksum)
         collection.entries.append((digest, record))
-        self._known.setdefault(digest, (record, checksum))
+        self._known[digest] = record
         return record
 
     def _guarded(self, action: Any, *args: Any, **kwargs: Any) -> Any:

@@ -68,6 +68,7 @@ __all__ = [
     "ReadPlan",
     "ReadPlanner",
     "positioned_reads_pay",
+    "small_box",
 ]
 
 # -- thresholds (every one the read path has; set in h5vc.config, H5VC_<NAME>) -------
@@ -251,6 +252,18 @@ class ReadPlanner:
         if len(pieces) > MAX_PIECES:
             return _engine(f"{len(pieces)} pieces > MAX_PIECES")
         return ReadPlan("pieces", f"{len(pieces)} runs and chunk columns", box, pieces=pieces)
+
+
+def small_box(index: Any, shape: tuple[int, ...], itemsize: int) -> tuple[Extent, ...] | None:
+    """The box a basic ``index`` selects if it holds at most :data:`HDF5_READ_BYTES`
+    (HDF5 reads it from a virtual dataset that maps few blocks); else None."""
+    box = _box(index, shape)
+    if isinstance(box, str):
+        return None
+    nbytes = itemsize
+    for start, stop, _ in box:
+        nbytes *= stop - start
+    return box if nbytes <= HDF5_READ_BYTES else None
 
 
 def _box(index: Any, shape: tuple[int, ...]) -> tuple[Extent, ...] | str:

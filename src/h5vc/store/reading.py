@@ -17,19 +17,41 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
 from h5vc.hdf5.damage import damaged
-from h5vc.staging import StagedChangesArray
-from h5vc.staging.transfer import read_many_slices
+from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, PIPELINE, checked_messages, chunk_dims
+from h5vc.hdf5.mappings import StoredVirtual, stored_dims
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.fastread import fast_reader
 
-__all__ = ["CommittedReader", "RawDataSlab", "read_fill", "staged_array"]
+if TYPE_CHECKING:
+    from h5vc.staging import StagedChangesArray
+
+#: Datatype classes of numbers (fixed-point and floating-point: the low bits of a
+#: datatype message's first byte).
+_NUMBER_CLASSES = frozenset((0, 1))
+#: A dataset mapped in at most this many blocks has its first small read served by
+#: HDF5 from its virtual dataset (an appended table has one block per rewritten
+#: chunk): HDF5's look at every block costs less than making the chunk map.
+FIRST_READ_BLOCKS = 1024
+#: The header messages of ``raw_data`` :func:`small_reads` looks at.
+_SOURCE_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT, PIPELINE))
+
+__all__ = [
+    "CommittedReader",
+    "RawDataSlab",
+    "SmallReads",
+    "read_fill",
+    "small_read",
+    "small_reads",
+    "staged_array",
+]
 
 
 class RawDataSlab:
@@ -65,6 +87,8 @@ class RawDataSlab:
         small for positioned reads to pay (:func:`~h5vc.store.planner.positioned_reads_pay`)."""
         if not planner.positioned_reads_pay(math.prod(counts) * self.dtype.itemsize):
             return None
+        from h5vc.store.fastread import fast_reader  # loaded by the first large read
+
         reader = fast_reader(self.dataset)
         if reader is None:
             return None
@@ -95,6 +119,8 @@ class RawDataSlab:
             and all(step == 1 for step in dst_step)
             and planner.positioned_reads_pay(sum(map(math.prod, counts)) * self.dtype.itemsize)
         ):
+            from h5vc.store.fastread import fast_reader
+
             reader = fast_reader(self.dataset)
             if reader is not None:
                 left = reader.read(destination, src_starts, dst_starts, counts)
@@ -135,6 +161,8 @@ def staged_array(
     chunk_map: ChunkMap, raw_data: h5py.Dataset, dtype: np.dtype, fillvalue: Any
 ) -> StagedChangesArray:
     """A staging array whose chunks sit on ``raw_data`` per ``chunk_map``."""
+    from h5vc.staging import StagedChangesArray  # loaded on the first staged array
+
     slots = chunk_map.slots
     stored = slots >= 0
     return StagedChangesArray(
@@ -233,6 +261,8 @@ class CommittedReader:
             out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
         stored = ~pieces.fill
         if stored.any():
+            from h5vc.staging.transfer import read_many_slices  # loaded by the first such read
+
             ones = (1,) * out.ndim
             read_many_slices(
                 self._slab_of_raw_data(),
@@ -246,3 +276,121 @@ class CommittedReader:
         if any(by_int for _, _, by_int in plan.box):
             return out[plan.squeeze()]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class SmallReads:
+    """A committed dataset whose small reads HDF5 serves as its chunk map would (see
+    :func:`small_reads`): its shape, item size, the name of the ``raw_data`` it maps
+    and, for a dataset mapped as one block from a mapping list whose checksum was
+    verified, that ``raw_data`` and where the block starts in it (read directly,
+    without opening the virtual dataset)."""
+
+    shape: tuple[int, ...]
+    itemsize: int
+    source: str
+    raw_data: h5py.h5d.DatasetID | None = None
+    dtype: np.dtype | None = None
+    offset: tuple[int, ...] = ()
+    #: Mapped in more than :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks: HDF5
+    #: serves the first read only (it looks at every block on every read; later
+    #: reads go through the chunk map).
+    once: bool = False
+
+
+def small_reads(
+    stored: StoredVirtual, file_id: h5py.h5f.FileID, filename: str, where: str
+) -> SmallReads | None:
+    """Whether HDF5's small reads of a virtual dataset (``where``, in the file of
+    ``file_id``) give what its chunk map would, so that they need neither the chunk
+    map nor the chunk store (:func:`small_read`); None where not, and reads go through
+    the chunk map (whose checks report damage).
+
+    ``stored`` is what the virtual dataset's header says (read from the file's bytes
+    before HDF5 opens it). It must map every element (no fill value involved) of
+    numbers in at most :data:`FIRST_READ_BLOCKS` blocks of one
+    ``raw_data`` of this file, which must be laid out as a chunk store is
+    (``(slots * c0, *chunks[1:])``, blocks starting on slots), hold the same datatype
+    message and have no filters. Its header is checked
+    (:func:`~h5vc.hdf5.header.check_dataset_header`) before HDF5 opens it. Raises
+    :class:`~h5vc.errors.CorruptDataError` if it is damaged."""
+    mappings, shape, datatype = stored.mappings, stored.shape, stored.datatype
+    blocks = max(len(mappings.virtual), len(mappings.source))
+    if not shape or not blocks or blocks > FIRST_READ_BLOCKS or datatype is None:
+        return None
+    if len(datatype) < 8 or datatype[0] & 0x0F not in _NUMBER_CLASSES:
+        return None
+    if len(mappings.sources) != 1:
+        return None
+    ((source_file, source_dataset),) = mappings.sources
+    # A few blocks: plain Python on lists costs less than numpy on tiny arrays.
+    virtual_blocks, source_blocks = mappings.virtual.tolist(), mappings.source.tolist()
+    extents = [[end - start + 1 for start, end in zip(*block)] for block in virtual_blocks]
+    source_extents = [[end - start + 1 for start, end in zip(*block)] for block in source_blocks]
+    size = math.prod(shape)
+    if source_file != b"." or sum(map(math.prod, extents)) != size:
+        return None
+    if sum(map(math.prod, source_extents)) != size:
+        return None
+    name = source_dataset.replace(b"%%", b"%")
+    parent, _, member = name.rpartition(b"/")
+    if not parent.startswith(b"/") or not member:
+        return None
+    text = member.decode()
+    try:
+        with damaged(filename, f"The chunk store {parent.decode()}"):
+            group = h5py.Group(h5py.h5g.open(file_id, parent))
+            held = checked_messages(group, text, _SOURCE_MESSAGES)  # before HDF5 opens it
+    except (KeyError, ValueError):  # h5py's words for a missing object
+        return None  # the chunk map's way reports a missing store
+    if held is None or PIPELINE in held.messages or held.messages.get(DATATYPE) != datatype:
+        return None
+    rows = stored_dims(held)
+    layout = held.messages.get(LAYOUT)
+    chunks = None if layout is None else chunk_dims(layout, held.sizeof_addr)
+    if rows is None or chunks is None or not len(rows) == len(chunks) == len(shape):
+        return None
+    if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
+        return None
+    for start, end in source_blocks:
+        if start[0] % chunks[0] or any(start[1:]):
+            return None  # not on slots: the chunk map's way tells
+        if any(stop >= n for stop, n in zip(end, rows)):
+            return None  # past the end of raw_data: the chunk map's checks report it
+    itemsize = int.from_bytes(datatype[4:8], "little")
+    if blocks == 1 and stored.checksum_verified:
+        (start, _), (virtual_start, _) = source_blocks[0], virtual_blocks[0]
+        if source_extents[0] == extents[0]:
+            with damaged(filename, f"Object {name.decode()}"):
+                raw_data = h5py.h5d.open(group.id, member)
+                dtype = raw_data.dtype
+            offset = tuple(a - b for a, b in zip(start, virtual_start))
+            return SmallReads(tuple(shape), itemsize, name.decode(), raw_data, dtype, offset)
+    once = blocks > planner.HDF5_READ_BLOCKS
+    return SmallReads(tuple(shape), itemsize, name.decode(), once=once)
+
+
+def small_read(
+    small: SmallReads, index: Any, filename: str, virtual: Callable[[], h5py.Dataset]
+) -> Any:
+    """``dataset[index]`` read by HDF5, from ``raw_data`` directly or from the virtual
+    dataset (``virtual()`` opens it), where ``index`` is a basic selection of at most
+    :data:`~h5vc.store.planner.HDF5_READ_BYTES` (``small``: what :func:`small_reads`
+    found); ``NotImplemented`` for any other index (the chunk map's way reads it)."""
+    box = planner.small_box(index, small.shape, small.itemsize)
+    if box is None:
+        return NotImplemented
+    raw_data, dtype = small.raw_data, small.dtype
+    if raw_data is None or dtype is None:
+        dataset = virtual()
+        with damaged(filename, f"A chunk of {small.source}"):
+            return dataset[tuple(a if by_int else slice(a, b) for a, b, by_int in box)]
+    # One hyperslab of raw_data, read by HDF5 into a new array (h5py's selection
+    # machinery costs more than the read of a small box).
+    counts = tuple(b - a for a, b, _ in box)
+    out = np.empty(counts, dtype=dtype)
+    with damaged(filename, f"A chunk of {small.source}"):
+        file_space = raw_data.get_space()
+        file_space.select_hyperslab(tuple(a + s for (a, _, _), s in zip(box, small.offset)), counts)
+        raw_data.read(h5py.h5s.create_simple(counts), file_space, out)
+    return out[tuple(0 if by_int else slice(None) for _, _, by_int in box)]

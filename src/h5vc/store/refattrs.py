@@ -25,8 +25,14 @@ def _text(value: object) -> str:
 def read_refs(versions: h5py.Group) -> tuple[dict[str, dict[str, str]], str | None]:
     """``({"branch": {name: version}, "tag": {...}}, current branch or None)``."""
     refs: dict[str, dict[str, str]] = {kind: {} for kind in KINDS}
+    # The names through HDF5's own iteration: a tenth of the cost of h5py's, which
+    # every first lookup of a version by name pays.
+    names: list[bytes] = []
+    h5py.h5a.iterate(versions.id, lambda name, *_: names.append(name))
+    if not any(name.startswith(b"h5vc_") for name in names):
+        return refs, None
     attrs = versions.attrs
-    for key in attrs:
+    for key in (name.decode("utf-8", "surrogateescape") for name in names):
         for kind, prefix in _PREFIX.items():
             if key.startswith(prefix):
                 refs[kind][key[len(prefix) :]] = _text(attrs[key])

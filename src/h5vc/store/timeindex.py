@@ -30,7 +30,6 @@ The index only imports h5py and numpy, so the commit code can call
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 import h5py
@@ -38,6 +37,7 @@ import numpy as np
 
 __all__ = [
     "INDEX_NAME",
+    "IndexAppender",
     "LogEntry",
     "read_log",
     "append_entry",
@@ -63,6 +63,9 @@ _UNIT = "datetime64[us]"
 #: (and a small file's index small) while an index of 10,000 versions reads in 40
 #: chunks per column.
 CHUNK_ROWS = 256
+#: Bumped whenever an index is written anew or moved: the columns an
+#: :class:`IndexAppender` keeps open may then be gone.
+_rewrites = 0
 
 
 def _index(version_data: h5py.Group) -> h5py.Group | None:
@@ -75,7 +78,9 @@ def _index(version_data: h5py.Group) -> h5py.Group | None:
 
 def _writable_index(version_data: h5py.Group) -> h5py.Group | None:
     """The index group for a write, moved out of ``_version_data`` if it is still there."""
+    global _rewrites
     if LEGACY_INDEX_NAME in version_data:
+        _rewrites += 1
         version_data.move(
             LEGACY_INDEX_NAME, f"{version_data.parent.name}/{INDEX_NAME}".replace("//", "/")
         )
@@ -104,6 +109,8 @@ def write_index(
 ) -> None:
     """(Re)write the whole index from ``(timestamp, name)`` pairs; with ``log``
     (name -> log entry for every name) the log column too."""
+    global _rewrites
+    _rewrites += 1
     ordered = sorted((_as_int(ts), name) for ts, name in entries)
     root = version_data.parent
     for where, name in ((version_data, LEGACY_INDEX_NAME), (root, INDEX_NAME)):
@@ -116,6 +123,8 @@ def write_index(
     text = h5py.string_dtype()
     group.create_dataset(NAMES, data=names, dtype=text, maxshape=(None,), chunks=(CHUNK_ROWS,))
     if log is not None:
+        import json  # the log column: loaded when it is read or written, not at open
+
         rows = np.array([json.dumps(log[name]) for _, name in ordered], dtype=object)
         group.create_dataset(LOG, data=rows, dtype=text, maxshape=(None,), chunks=(CHUNK_ROWS,))
 
@@ -131,6 +140,8 @@ def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
     rows = group[LOG].asstr()[()]
     if not len(stamps) == len(names) == len(rows):
         return None
+    import json
+
     entries = json.loads("[" + ",".join(rows) + "]")  # one parse, not one per version
     return list(zip(stamps, names.tolist(), entries))
 
@@ -150,36 +161,92 @@ def append_entry(
 ) -> None:
     """Add one committed version (a plain append when it is the newest).
 
-    The log column is kept only while every version has an entry in it. A plain append
-    goes through HDF5's low-level calls (about a third of the cost of h5py's indexing,
-    which every commit pays)."""
-    group = _writable_index(version_data)
-    if group is None:
-        return
-    gid = group.id
-    stamps = h5py.h5d.open(gid, TIMESTAMPS.encode())
-    names = h5py.h5d.open(gid, NAMES.encode())
-    rows = h5py.h5d.open(gid, LOG.encode()) if LOG.encode() in gid else None
-    n = stamps.shape[0]
-    value = _as_int(ts)
-    if rows is not None and (log is None or rows.shape[0] != n):
-        del group[LOG]
-        rows = None
-    last = int(_read_one(stamps, n - 1, np.dtype(np.int64))) if n else None
-    # The newest name is read only on a tie of timestamps (one vlen read saved per commit).
-    if last is not None and (
-        value < last or (value == last and name < group[NAMES].asstr()[n - 1])
-    ):
-        logs = read_log(version_data)
-        entries = read_index(version_data) or []
-        full = None if logs is None or log is None else {e[1]: e[2] for e in logs} | {name: log}
-        write_index(version_data, [*entries, (ts, name)], full)
-        return
-    text = h5py.string_dtype()
-    _append_one(names, n, np.array([name], dtype=text))
-    _append_one(stamps, n, np.array([value], dtype=np.int64))
-    if rows is not None:
-        _append_one(rows, n, np.array([json.dumps(log)], dtype=text))
+    The log column is kept only while every version has an entry in it."""
+    IndexAppender(version_data).append(ts, name, log)
+
+
+class IndexAppender:
+    """Appends versions to the index of one ``_version_data`` group, keeping its columns
+    open and the newest timestamp known between commits (a commit then costs three
+    appends, no lookups). The columns are looked up again if the index was rewritten
+    or moved (:func:`write_index`), or their rows changed underneath."""
+
+    __slots__ = ("_columns", "_last", "_rewrites", "version_data")
+
+    def __init__(self, version_data: h5py.Group) -> None:
+        self.version_data = version_data
+        #: (timestamps, names, log or None) as low-level datasets; None: not open.
+        self._columns: tuple[h5py.h5d.DatasetID, ...] | None = None
+        self._last: tuple[int, int] | None = None  # (rows, newest timestamp)
+        self._rewrites = -1
+
+    def _open(self) -> tuple[h5py.h5d.DatasetID, ...] | None:
+        columns = self._columns
+        if (
+            columns is not None
+            and self._rewrites == _rewrites
+            and all(column.valid for column in columns)
+        ):
+            return columns
+        self._columns = self._last = None
+        group = _writable_index(self.version_data)
+        if group is None:
+            return None
+        gid = group.id
+        log = LOG.encode()
+        found = [h5py.h5d.open(gid, TIMESTAMPS.encode()), h5py.h5d.open(gid, NAMES.encode())]
+        if log in gid:
+            found.append(h5py.h5d.open(gid, log))
+        self._rewrites = _rewrites
+        self._columns = tuple(found)
+        return self._columns
+
+    def append(self, ts: np.datetime64, name: str, log: dict | None = None) -> None:
+        """Add one committed version (see :func:`append_entry`)."""
+        columns = self._open()
+        if columns is None:
+            return
+        stamps, names = columns[0], columns[1]
+        rows = columns[2] if len(columns) > 2 else None
+        n = stamps.shape[0]
+        value = _as_int(ts)
+        if rows is not None and (log is None or rows.shape[0] != n):
+            group = _index(self.version_data)
+            assert group is not None
+            del group[LOG]
+            self._columns = columns = (stamps, names)
+            rows = None
+        last: int | None = None
+        if n:
+            known = self._last
+            last = known[1] if known is not None and known[0] == n else None
+            if last is None:
+                last = int(_read_one(stamps, n - 1, np.dtype(np.int64)))
+        # The newest name is read only on a tie of timestamps (one vlen read saved per commit).
+        if last is not None and (
+            value < last or (value == last and name < _read_name(names, n - 1))
+        ):
+            self._columns = self._last = None
+            logs = read_log(self.version_data)
+            entries = read_index(self.version_data) or []
+            full = None if logs is None or log is None else {e[1]: e[2] for e in logs} | {name: log}
+            write_index(self.version_data, [*entries, (ts, name)], full)
+            return
+        self._last = None  # unknown should an append fail halfway
+        text = h5py.string_dtype()
+        _append_one(names, n, np.array([name], dtype=text))
+        _append_one(stamps, n, np.array([value], dtype=np.int64))
+        if rows is not None:
+            import json
+
+            _append_one(rows, n, np.array([json.dumps(log)], dtype=text))
+        self._last = (n + 1, value)
+
+
+def _read_name(names: h5py.h5d.DatasetID, i: int) -> str:
+    """Element ``i`` of the names column."""
+    value = _read_one(names, i, h5py.string_dtype())[()]
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _read_one(dataset: h5py.h5d.DatasetID, i: int, dtype: np.dtype) -> np.ndarray:

@@ -19,7 +19,7 @@ from h5vc.errors import CorruptDataError, NotVersionedError, UnsupportedFormatEr
 from h5vc.hdf5.damage import is_damage
 from h5vc.hdf5.header import check_dataset_header
 from h5vc.hdf5.mappings import Mappings, stored_mappings
-from h5vc.store import layout, timeindex
+from h5vc.store import fastattrs, layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.groups import new_group, require_groups
@@ -151,22 +151,22 @@ def _listed_names(group: h5py.Group) -> list[str] | None:
 
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
-    """Write ``attrs`` on ``obj`` (values as h5py stores them)."""
-    target = obj.attrs
+    """Write ``attrs`` on ``obj`` (values as h5py stores them; the layout's own kinds
+    of value through :mod:`~h5vc.store.fastattrs`)."""
     for key, value in attrs.items():
-        target[key] = value
+        if not fastattrs.write(obj, key, value):
+            obj.attrs[key] = value
 
 
 def mark_committed(group: h5py.Group, metadata: Mapping[str, Any]) -> None:
     """Write a version group's metadata, then its ``committed`` marker (last: a group
     without it is left over from an interrupted commit and ignored)."""
-    write_attrs(group, metadata)
-    group.attrs[layout.ATTR_COMMITTED] = np.bool_(True)
+    write_attrs(group, {**metadata, layout.ATTR_COMMITTED: np.bool_(True)})
 
 
 def set_current_version(versions: h5py.Group, name: str) -> None:
     """Record ``name`` as the current version."""
-    versions.attrs[layout.ATTR_CURRENT_VERSION] = name
+    write_attrs(versions, {layout.ATTR_CURRENT_VERSION: name})
 
 
 def set_prev_version(version_group: h5py.Group, name: str) -> None:

@@ -258,8 +258,9 @@ def _selections(
             if serialized:
                 yield h5s.decode(serialized)
                 continue
-        space.select_none()
-        for i in members:
+        first, *others = members
+        space.select_hyperslab(tuple(starts[first]), ones, block=tuple(blocks[first]))
+        for i in others:
             space.select_hyperslab(tuple(starts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
         yield space
 

@@ -15,7 +15,7 @@ import h5py
 import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
-from h5vc.hdf5.mappings import Mappings, stored_mappings
+from h5vc.hdf5.mappings import Mappings, StoredVirtual, stored_virtual
 from h5vc.store import ChunkMap, read_chunk_map, tree
 from h5vc.versions.cache import LRUCache
 from h5vc.versions.stores import ChunkStores
@@ -35,10 +35,14 @@ class ChunkMapCache:
         self.filename = filename
         self._by_name: LRUCache[tuple[str, str], ChunkMap] = LRUCache(size)
         self._by_address: LRUCache[int, ChunkMap] = LRUCache(size)
+        #: Global heap collections of mappings read (by address), while the file's
+        #: bytes are what they were (see :func:`~h5vc.hdf5.mappings.header_mappings`).
+        self._collections: dict[int, dict[int, bytes]] = {}
 
     def clear(self) -> None:
         self._by_name.clear()
         self._by_address.clear()
+        self._collections.clear()
 
     def mappings_before_open(
         self, version: str, path: str, group: h5py.Group, name: str
@@ -46,6 +50,13 @@ class ChunkMapCache:
         """The mappings of dataset ``group[name]`` (``path`` in ``version``) read from
         the file before HDF5 opens it (see :mod:`h5vc.hdf5.mappings`), unless its
         chunk map is known already (then HDF5 has opened it before)."""
+        stored = self.virtual_before_open(version, path, group, name)
+        return None if stored is None else stored.mappings
+
+    def virtual_before_open(
+        self, version: str, path: str, group: h5py.Group, name: str
+    ) -> StoredVirtual | None:
+        """:meth:`mappings_before_open` with the dataset's shape and datatype message."""
         if self._by_name.get((version, path.strip("/"))) is not None:
             return None
         try:
@@ -56,7 +67,7 @@ class ChunkMapCache:
             return None
         if info.type == h5py.h5l.TYPE_HARD and self._by_address.get(int(info.u)):
             return None
-        return stored_mappings(group, name)
+        return stored_virtual(group, name, self._collections)
 
     def get(
         self, version: str, path: str, dataset: h5py.Dataset, mappings: Mappings | None = None

@@ -31,7 +31,6 @@ from h5vc.store import (
     delete_version_group,
     layout,
     read_attributes,
-    timeindex,
     tree,
 )
 from h5vc.versions.log import VersionInfo, log_entry
@@ -174,7 +173,7 @@ def commit_version(
     state.stores.end_writes(used=_dataset_paths(root))
     info = VersionInfo(name, prev_version, ts, message, author, tuple(merge_parents))
     if state.h5vc_layout:
-        timeindex.append_entry(state.version_data, ts, name, log_entry(info))
+        state.time_index.append(ts, name, log_entry(info))
     state.log.add(info)
     if make_current:
         tree.set_current_version(state.versions, name)

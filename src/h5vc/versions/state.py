@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, legacy, tree
+from h5vc.store import layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import guard_for
@@ -72,7 +72,7 @@ class FileState:
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
         if state is None or state.closed:
-            if root.file.mode == "r+":
+            if key[2] == "r+":  # the file's mode
                 # A writable file the caller opened goes through the journal from now on.
                 if isinstance(root, h5py.File):
                     durable.adopt(root)
@@ -80,7 +80,7 @@ class FileState:
                     durable.adopt(root.file, group_root=True)
                 key = _state_key(root)
             state = _SHARED_STATES[key] = cls(root, data_version)
-            if state.writable and state.data_version in legacy.LEGACY_DATA_VERSIONS:
+            if state.writable and _needs_repair(state.data_version):
                 try:
                     state.repair_legacy()
                 except BaseException:
@@ -130,8 +130,11 @@ class FileState:
         self.root = root
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
-        self.filename = str(root.file.filename)
-        self.writable = root.file.mode == "r+"
+        file = root.file
+        self.filename = str(file.filename)
+        self.writable = file.mode == "r+"
+        if self.writable:
+            durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
             if layout.VERSION_DATA not in root and self.writable:
                 tree.initialize(
@@ -148,6 +151,8 @@ class FileState:
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
         self.log = VersionLog(self.versions, self.version_data)
+        #: Appends committed versions to the time index (keeps its columns open).
+        self.time_index = timeindex.IndexAppender(self.version_data)
         self.refs = Refs(self.versions)
         #: The chunk stores, the store choice and the undo list (they hold no strong
         #: reference to the state: it is freed once unused, as the registry expects).
@@ -189,6 +194,8 @@ class FileState:
         leaves the file as it was (and the repair runs again on the next writable
         open).  Only the hash tables and ``data_version`` change.
         """
+        from h5vc.store import legacy
+
         old = self.data_version
         with self.operation():
             rebuilt = legacy.rebuild_hash_tables(self.version_data, self.versions, self.log.names())
@@ -352,8 +359,17 @@ class Operation:
         self.outcome = "undone"
 
 
+def _needs_repair(data_version: int) -> bool:
+    """Whether a writable file of ``data_version`` is repaired at open (see
+    :meth:`FileState.repair_legacy`); the repairs load with the first writable open."""
+    from h5vc.store import legacy
+
+    return data_version in legacy.LEGACY_DATA_VERSIONS
+
+
 def _state_key(root: h5py.Group) -> tuple[Any, str, str]:
-    return (root.file.id.fileno, root.name or "/", root.file.mode)
+    file = root.file  # h5py makes a File object on every access to ``.file``
+    return (file.id.fileno, root.name or "/", file.mode)
 
 
 #: The state of every versioned root in use, by (file number, root name, file mode).

@@ -25,12 +25,13 @@ class CommittedAttributes(Mapping[str, Any]):
     """Read-only attributes of an object in a committed version.
 
     ``live``, if given, makes the context of one read: it yields the object's
-    attributes as they are in the file then (the object may have been opened anew).
+    attributes as they are in the file then (the object may have been opened anew);
+    ``attrs`` is then unused and may be None.
     """
 
     def __init__(
         self,
-        attrs: h5py.AttributeManager,
+        attrs: h5py.AttributeManager | None,
         hidden: frozenset[str],
         owner: str,
         live: Callable[[], AbstractContextManager[h5py.AttributeManager]] | None = None,
@@ -41,7 +42,10 @@ class CommittedAttributes(Mapping[str, Any]):
         self._live = live
 
     def _read(self) -> AbstractContextManager[h5py.AttributeManager]:
-        return nullcontext(self._attrs) if self._live is None else self._live()
+        if self._live is not None:
+            return self._live()
+        assert self._attrs is not None
+        return nullcontext(self._attrs)
 
     def __getitem__(self, key: str) -> Any:
         if key in self._hidden:

@@ -13,21 +13,39 @@ from __future__ import annotations
 import contextlib
 import operator
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
-from h5vc.errors import ClosedError, InvalidOptionError, ReadOnlyError, VersionNotFoundError
+from h5vc.errors import (
+    ClosedError,
+    CorruptDataError,
+    InvalidOptionError,
+    ReadOnlyError,
+    VersionNotFoundError,
+)
 from h5vc.hdf5 import filters as filter_keywords
-from h5vc.hdf5.mappings import Mappings
-from h5vc.staging import StagedChangesArray
+from h5vc.hdf5.damage import damaged
+from h5vc.hdf5.mappings import Mappings, StoredVirtual
 from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
-from h5vc.store.reading import CommittedReader, RawDataSlab, read_fill, staged_array
-from h5vc.versions import DatasetCommit, FileState, Link
+from h5vc.store.reading import (
+    CommittedReader,
+    RawDataSlab,
+    SmallReads,
+    read_fill,
+    small_read,
+    small_reads,
+    staged_array,
+)
+from h5vc.versions import FileState
 from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
+
+if TYPE_CHECKING:  # the staging engine and the commit writer load on the first write
+    from h5vc.staging import StagedChangesArray
+    from h5vc.versions import DatasetCommit, Link
 
 __all__ = [
     "CommittedDataset",
@@ -221,12 +239,15 @@ class AsStrView:
 class CommittedDataset(_DatasetBase):
     """A read-only dataset of a committed version.
 
-    Opening one costs what HDF5's open of the virtual dataset costs: its chunk map and
-    chunk store are found on first use (a read, ``shape``, ``dtype``, ``chunks``)."""
+    Opening one costs a link lookup: HDF5 opens the virtual dataset (after its
+    mappings are checked, see :mod:`h5vc.hdf5.mappings`), and its chunk map and chunk
+    store are found, on first use (a read, ``shape``, ``dtype``, ``chunks``, ``attrs``),
+    inside the file's read guard and after the file's generation is checked: what is
+    read first is what the file holds then."""
 
     def __init__(
         self,
-        dataset: h5py.Dataset,
+        dataset: h5py.Dataset | None,
         *,
         version: str,
         path: str,
@@ -235,6 +256,8 @@ class CommittedDataset(_DatasetBase):
         fillvalue: Any = None,
         state: FileState,
         mappings: Mappings | None = None,
+        parent: h5py.Group | None = None,
+        stored: StoredVirtual | None = None,
     ):
         self._version = version
         self._path = path
@@ -245,24 +268,61 @@ class CommittedDataset(_DatasetBase):
         self._state = state
         self._generation = state.generation
         loaded = None if chunk_map is None or raw_data is None else (chunk_map, raw_data, fillvalue)
-        self._take(dataset, loaded, mappings)
+        self._take(dataset, loaded, mappings, parent, stored)
 
     def _take(
         self,
-        dataset: h5py.Dataset,
+        dataset: h5py.Dataset | None,
         loaded: tuple[ChunkMap, h5py.Dataset, Any] | None,
         mappings: Mappings | None,
+        parent: h5py.Group | None = None,
+        stored: StoredVirtual | None = None,
     ) -> None:
-        self._dataset = dataset
+        if dataset is None and parent is None:
+            raise TypeError("Expected the virtual dataset or the group holding it.")
+        #: The virtual dataset, once HDF5 opened it; until then ``_parent`` holds it.
+        self._opened = dataset
+        self._parent = parent
         #: (chunk map, raw_data, fill value), found on first use.
         self._loaded = loaded
         #: The mappings read before HDF5 opened the dataset, kept until the chunk map
         #: is made from them.
         self._mappings = mappings
         self._reader: CommittedReader | None = None
-        self._attrs = CommittedAttributes(
-            dataset.attrs, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
-        )
+        self._attrs: CommittedAttributes | None = None
+        #: What the header of the virtual dataset said when it was opened, kept until
+        #: the first read; then, if HDF5 serves small reads before (and without) the
+        #: chunk map, how (see :func:`~h5vc.store.reading.small_reads`).
+        self._stored = stored
+        if stored is not None and mappings is None:
+            self._mappings = stored.mappings
+        self._small: SmallReads | None = None
+        self._small_found = False
+
+    @property
+    def _dataset(self) -> h5py.Dataset:
+        """The virtual dataset in the file, opened by HDF5 on first use (its mappings
+        checked first), from the file as it is at that read."""
+        dataset = self._opened
+        if dataset is None:
+            with self._state.reading():
+                self._current()  # the file changed since the view was made: start anew
+                dataset = self._opened
+                if dataset is None:
+                    assert self._parent is not None
+                    # Mappings known were checked in this generation of the file.
+                    dataset, stored = open_member(
+                        self._state,
+                        self._version,
+                        self._path,
+                        self._parent,
+                        checked=self._mappings is not None,
+                    )
+                    self._opened, self._parent = dataset, None
+                    if self._loaded is None and stored is not None:
+                        self._mappings = stored.mappings
+                        self._stored = stored
+        return dataset
 
     def _parts(self) -> tuple[ChunkMap, h5py.Dataset, Any]:
         """The chunk map, raw_data and fill value, found in the file on first use."""
@@ -275,9 +335,10 @@ class CommittedDataset(_DatasetBase):
                 self._current()
                 loaded = self._loaded
                 if loaded is None:
-                    store = state.stores.require(self._path, self._version, self._dataset)
+                    dataset = self._dataset
+                    store = state.stores.require(self._path, self._version, dataset)
                     chunk_map = state.chunk_maps.get(
-                        self._version, self._path, self._dataset, self._mappings
+                        self._version, self._path, dataset, self._mappings
                     )
                     loaded = (chunk_map, store.raw_data, store.fillvalue)
                     self._loaded, self._mappings = loaded, None
@@ -316,13 +377,19 @@ class CommittedDataset(_DatasetBase):
         with state.reading():
             generation = state.generation
             fresh = reopen_in(state, self._version, self._path)
-            self._take(fresh._dataset, fresh._loaded, fresh._mappings)
+            self._take(fresh._opened, fresh._loaded, fresh._mappings, fresh._parent, fresh._stored)
             self._generation = generation
 
     @property
     def attrs(self) -> CommittedAttributes:
         self._current()
-        return self._attrs
+        attrs = self._attrs
+        if attrs is None:
+            # Read through ``_live_attrs`` only: the dataset opens on the first read.
+            attrs = self._attrs = CommittedAttributes(
+                None, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
+            )
+        return attrs
 
     @property
     def chunks(self) -> tuple[int, ...]:
@@ -348,7 +415,47 @@ class CommittedDataset(_DatasetBase):
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, str):
             return super().__getitem__(index)  # raises: no field names
+        if self._loaded is None:
+            small = self._small_reads()
+            if small is not None:
+                data = small_read(small, index, self._state.filename, self._open_dataset)
+                if small.once:
+                    self._small = None
+                if data is not NotImplemented:
+                    return data
         return self._committed_reader().read(index)
+
+    def _open_dataset(self) -> h5py.Dataset:
+        return self._dataset
+
+    def _small_reads(self) -> SmallReads | None:
+        """How HDF5 serves small reads before the chunk map is made (None: it does
+        not); found once, on the first read, from the headers of the dataset (read
+        when it was opened) and of its ``raw_data``."""
+        self._current()
+        if self._small_found:
+            return self._small
+        if self._stored is None and self._opened is None and self._mappings is None:
+            # What its header says, read from the file's bytes (of a file open
+            # read-only), its mappings checked: HDF5 need not open it.
+            assert self._parent is not None
+            self._stored = read_header(self._state, self._version, self._path, self._parent)
+            if self._stored is not None:
+                self._mappings = self._stored.mappings
+        if self._stored is None:
+            self._dataset  # opening it reads its header (of a file open read-only)  # noqa: B018
+        stored, self._stored = self._stored, None
+        self._small_found = True
+        if stored is not None:
+            where = self._opened if self._opened is not None else self._parent
+            assert where is not None
+            self._small = small_reads(
+                stored,
+                h5py.h5i.get_file_id(where.id),
+                self._state.filename,
+                f"{self._version!r}/{self._path}",
+            )
+        return self._small
 
     def _committed_reader(self) -> CommittedReader:
         """The reader (planner and executor) of this dataset's reads."""
@@ -400,8 +507,10 @@ class CommittedDataset(_DatasetBase):
         self._read_only()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        root = self._dataset.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
-        return (_reopen_committed, (self._dataset.file.filename, root, self._version, self._path))
+        where = self._opened if self._opened is not None else self._parent
+        assert where is not None
+        root = where.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
+        return (_reopen_committed, (self._state.filename, root, self._version, self._path))
 
 
 def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:
@@ -419,12 +528,71 @@ def _reopen_committed(filename: str, root: str, version: str, path: str) -> Comm
 
 
 def reopen_in(state: FileState, version: str, path: str) -> CommittedDataset:
-    """Dataset ``path`` of committed ``version``, opened from the file of ``state``."""
+    """Dataset ``path`` of committed ``version``, found again in the file of ``state``
+    (HDF5 opens it on its first use)."""
     root = reopen_version(state, version, f"The dataset {'/' + path.strip('/')!r}")
     parent_path, _, name = path.strip("/").rpartition("/")
     parent = root[parent_path] if parent_path else root
-    mappings = state.chunk_maps.mappings_before_open(version, path, parent, name)
-    return open_committed_dataset(state, version, path, parent[name], mappings)
+    if not parent.id.links.exists(name.encode()):
+        raise KeyError(
+            f"Unable to open object {name!r} of version {version!r}: the dataset "
+            f"{'/' + path.strip('/')!r} is no longer there"
+        )
+    return CommittedDataset(None, version=version, path=path, state=state, parent=parent)
+
+
+def read_header(
+    state: FileState, version: str, path: str, parent: h5py.Group
+) -> StoredVirtual | None:
+    """What the header of the virtual dataset ``path`` of ``version`` (a member of
+    ``parent``) says, its mappings checked, read from the file's bytes (None where
+    that cannot be done, see :meth:`~h5vc.versions.chunkmaps.ChunkMapCache.virtual_before_open`).
+    Raises :class:`~h5vc.errors.CorruptDataError` if it is damaged."""
+    name = path.strip("/").rpartition("/")[2]
+    try:
+        return state.chunk_maps.virtual_before_open(version, path, parent, name)
+    except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+        with damaged(state.filename, f"Object {parent.name}/{name}"):
+            raise
+
+
+def open_member(
+    state: FileState, version: str, path: str, parent: h5py.Group, *, checked: bool = False
+) -> tuple[h5py.Dataset, StoredVirtual | None]:
+    """HDF5's open of the virtual dataset ``path`` of ``version`` (a member of
+    ``parent``), after its mappings are read and checked from the file's bytes (see
+    :mod:`h5vc.hdf5.mappings`) unless ``checked`` (they were, in this generation of
+    the file); returns it with what its header says (None if that was not read: a
+    file open for writing, a chunk map known already, ``checked``). Raises
+    :class:`~h5vc.errors.CorruptDataError` if it is damaged, KeyError if it is gone."""
+    name = path.strip("/").rpartition("/")[2]
+    try:
+        try:
+            stored = (
+                None
+                if checked
+                else state.chunk_maps.virtual_before_open(version, path, parent, name)
+            )
+            obj = parent[name]
+        except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+            # Named only when something is wrong (a group's name costs an HDF5 call).
+            with damaged(state.filename, f"Object {parent.name}/{name}"):
+                raise
+    except KeyError as error:
+        if name in parent:  # the link is there, the object cannot be opened
+            raise CorruptDataError(
+                f"Object {parent.name}/{name} in {state.filename!r} is damaged and cannot "
+                f"be opened: {error}."
+            ) from error
+        raise KeyError(
+            f"Unable to open object {name!r} of version {version!r}: no such member"
+        ) from None
+    if not isinstance(obj, h5py.Dataset):
+        raise CorruptDataError(
+            f"Expected {parent.name}/{name} in {state.filename!r} to be a dataset, as it was when "
+            f"version {version!r} was opened. Got a {type(obj).__name__}."
+        )
+    return obj, stored
 
 
 def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
@@ -446,12 +614,18 @@ def reopen_version(state: FileState, version: str, what: str) -> h5py.Group:
 
 
 def open_committed_dataset(
-    state: FileState, version: str, path: str, obj: h5py.Dataset, mappings: Mappings | None = None
+    state: FileState,
+    version: str,
+    path: str,
+    parent: h5py.Group,
+    stored: StoredVirtual | None = None,
 ) -> CommittedDataset:
-    """The read-only view of ``obj``, dataset ``path`` of committed ``version``
-    (``mappings``: its mappings, read before HDF5 opened it); its chunk map and chunk
-    store are found when first needed."""
-    return CommittedDataset(obj, version=version, path=path, state=state, mappings=mappings)
+    """The read-only view of dataset ``path`` of committed ``version``, a member of
+    ``parent`` (``stored``: what its header says, read from the file's bytes): HDF5
+    opens it, and its chunk map and chunk store are found, when first needed."""
+    return CommittedDataset(
+        None, version=version, path=path, state=state, parent=parent, stored=stored
+    )
 
 
 class StagedDataset(_DatasetBase):
@@ -582,6 +756,8 @@ class StagedDataset(_DatasetBase):
         return self.shape != self._base_shape
 
     def to_commit(self, path: str) -> DatasetCommit | Link:
+        from h5vc.versions import DatasetCommit
+
         if self._base is not None and not self.changed:
             return self._base
         return DatasetCommit(

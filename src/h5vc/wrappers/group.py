@@ -12,7 +12,6 @@ import h5py
 import numpy as np
 
 import h5vc.config as config
-from h5vc.chunking import guess_chunks, parse_chunks
 from h5vc.errors import (
     CorruptDataError,
     InvalidFillValueError,
@@ -23,12 +22,11 @@ from h5vc.errors import (
 )
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged
-from h5vc.staging import StagedChangesArray
 from h5vc.store import layout
 from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
-from h5vc.versions import DatasetCommit, FileState, GroupCommit, Link, LRUCache
+from h5vc.versions import FileState, LRUCache
 from h5vc.versions.reading import reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 from h5vc.wrappers.dataset import (
@@ -43,6 +41,7 @@ from h5vc.wrappers.views import NamesView
 
 if TYPE_CHECKING:
     from h5vc.columns import CommittedColumn, StagedColumn
+    from h5vc.versions import DatasetCommit, GroupCommit, Link
 
 __all__ = ["CommittedGroup", "CommittedViews", "StagedGroup"]
 
@@ -305,23 +304,35 @@ class CommittedGroup(_GroupBase):
         return cached
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
-        where = f"Object {self._group.name}/{name}"
+        group = self._group
         path = _join(self._path, name)
+        state = self._state
         try:
-            with damaged(self._state.filename, where):
-                mappings = self._state.chunk_maps.mappings_before_open(
-                    self._version, path, self._group, name
-                )
-                obj = self._group[name]
+            try:
+                link = name.encode()
+                if not group.id.links.exists(link):
+                    raise KeyError(name)
+                # The kind of object, from its header: a dataset is opened by HDF5
+                # (after its mappings are checked) on its first use.
+                kind = h5py.h5o.get_info(group.id, link).type
+                if kind == h5py.h5o.TYPE_DATASET:
+                    return open_committed_dataset(state, self._version, path, group)
+                obj = group[name]
+            except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
+                # Named only when something is wrong (a group's name costs an HDF5 call).
+                with damaged(state.filename, f"Object {group.name}/{name}"):
+                    raise
         except KeyError as error:
-            if name in self._group:  # the link is there, the object cannot be opened
+            if name in group:  # the link is there, the object cannot be opened
                 raise CorruptDataError(
-                    f"{where} in {self._state.filename!r} is damaged and cannot be opened: {error}."
+                    f"Object {group.name}/{name} in {state.filename!r} is damaged and cannot "
+                    f"be opened: {error}."
                 ) from error
             raise KeyError(
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
             ) from None
+        where = f"Object {group.name}/{name}"
         if isinstance(obj, h5py.Group):
             if layout.ATTR_COLUMN in obj.attrs:
                 from h5vc.columns import CommittedColumn, column_schema
@@ -330,7 +341,10 @@ class CommittedGroup(_GroupBase):
                 if schema is not None:
                     return CommittedColumn(self._state, self._version, path, obj, schema)
             return CommittedGroup(self._state, self._version, obj, path, self._views)
-        return open_committed_dataset(self._state, self._version, path, obj, mappings)
+        raise CorruptDataError(
+            f"{where} in {self._state.filename!r} is neither a group nor a dataset "
+            f"({type(obj).__name__}): it cannot be read as part of version {self._version!r}."
+        )
 
     def _read_only(self, *args: Any, **kwargs: Any) -> Any:
         raise ReadOnlyError(
@@ -395,6 +409,8 @@ class StagedGroup(_GroupBase):
         return _column_or(node)
 
     def _load(self, name: str) -> Node:
+        from h5vc.versions import Link  # the commit writer: loaded to write
+
         base, version = self._base, self._base_version
         if base is None or version is None:  # _child checked name is in the base
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
@@ -625,6 +641,8 @@ class StagedGroup(_GroupBase):
         return any(node.changed for node in self._loaded.values())
 
     def to_commit(self) -> GroupCommit:
+        from h5vc.versions import GroupCommit, Link
+
         if self._column is not None:
             self._column.flush()  # stores its new samples, edits its datasets
         children: dict[str, GroupCommit | DatasetCommit | Link] = {}
@@ -701,6 +719,8 @@ def _new_dataset(
     filters: dict[str, Any],
 ) -> StagedDataset:
     """A brand-new staged dataset, validated like h5py validates create_dataset."""
+    from h5vc.staging import StagedChangesArray  # the staging engine: loaded to write
+
     if data is not None and not isinstance(data, np.ndarray):
         data = np.asarray(
             data, dtype=None if dtype is None or np.dtype(dtype).kind == "O" else dtype
@@ -773,6 +793,8 @@ def _cast_fill(path: str, fillvalue: Any, dtype: np.dtype) -> Any:
 def _parse_chunks(
     chunks: Any, shape: tuple[int, ...], dtype: np.dtype, maxshape: Any
 ) -> tuple[int, ...]:
+    from h5vc.chunking import guess_chunks, parse_chunks  # loaded by the first new dataset
+
     if not shape:
         raise NotSupportedError(
             "Scalar datasets are not implemented: versioned datasets are chunked, so they "

@@ -1,0 +1,79 @@
+"""Attributes of the layout written with HDF5's own calls, as h5py would write them.
+
+h5py's ``obj.attrs[name] = value`` works out the value's HDF5 type and dataspace on
+every call, and replaces an existing attribute through a temporary one: about three
+times the cost of HDF5's work. A commit writes half a dozen attributes of a few kinds
+(names and timestamps as strings, counts, the ``committed`` flag, chunk shapes); for
+those the HDF5 type and dataspace are made once and the attribute is written with
+two calls. Every other value is left to h5py (:func:`write` returns False).
+
+The attributes are exactly h5py's: a ``str`` is a scalar variable-length UTF-8
+string, a numpy ``int64`` a scalar 64-bit little-endian integer, a numpy ``bool_``
+h5py's enum of ``FALSE``/``TRUE``, a 1-d ``int64`` array a simple dataspace of its
+length (tests/store/test_fastattrs.py compares them with h5py's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import h5py
+import numpy as np
+from h5py import h5a, h5s, h5t
+
+__all__ = ["write"]
+
+_STR = h5py.string_dtype()
+_I64 = np.dtype("<i8")
+_kinds: dict[str, tuple[h5t.TypeID, h5t.TypeID, h5s.SpaceID]] = {}
+
+
+def _kind(key: str) -> tuple[h5t.TypeID, h5t.TypeID, h5s.SpaceID]:
+    """The HDF5 types in the file and in memory (h5py's for a Python object) and the
+    scalar dataspace of a kind of value."""
+    found = _kinds.get(key)
+    if found is None:
+        dtype = {"str": _STR, "int64": _I64, "bool": np.dtype(np.bool_)}[key]
+        found = _kinds[key] = (
+            h5t.py_create(dtype, logical=True),
+            h5t.py_create(dtype),
+            h5s.create(h5s.SCALAR),
+        )
+    return found
+
+
+def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
+    """Write attribute ``name`` of ``obj`` (replacing one of that name) if ``value`` is
+    of a kind written here; False (nothing written) otherwise."""
+    if type(value) is str:
+        tid, mtype, space = _kind("str")
+        data = np.array(value, dtype=_STR)
+    elif type(value) is np.int64:
+        tid, mtype, space = _kind("int64")
+        data = np.array(value, dtype=_I64)
+    elif type(value) is np.bool_:
+        tid, mtype, space = _kind("bool")
+        data = np.array(value)
+    elif (
+        type(value) is np.ndarray
+        and value.ndim == 1
+        and value.dtype == _I64
+        and 0 < len(value) < 2**16
+    ):
+        tid, mtype, _ = _kind("int64")
+        space = h5s.create_simple(value.shape)
+        data = np.ascontiguousarray(value)
+    else:
+        return False
+    key = name.encode()
+    if h5a.exists(obj.id, key):
+        h5a.delete(obj.id, key)
+    attr = h5a.create(obj.id, key, tid, space)
+    try:
+        attr.write(data, mtype=mtype)
+    except BaseException:
+        attr.close()
+        h5a.delete(obj.id, key)
+        raise
+    attr.close()
+    return True

@@ -1,0 +1,55 @@
+"""Attributes written by h5vc.store.fastattrs are those h5py writes for the same value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from h5vc.store import fastattrs, tree
+
+VALUES = [
+    "v1",
+    "ünïcode ✓",
+    "",
+    np.int64(-(2**40)),
+    np.bool_(True),
+    np.bool_(False),
+    np.asarray([4096, 8], dtype=np.int64),
+    np.asarray([7], dtype=np.int64),
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_an_attribute_is_written_as_h5py_writes_it(tmp_path: Path, value: object) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ours, theirs = f.create_group("ours"), f.create_group("theirs")
+        ours.attrs["a"] = 3.5  # replaced, type and all
+        assert fastattrs.write(ours, "a", value)
+        theirs.attrs["a"] = value
+        mine, reference = ours.attrs.get_id("a"), theirs.attrs.get_id("a")
+        assert mine.get_type() == reference.get_type()
+        assert mine.get_type().get_class() == reference.get_type().get_class()
+        assert mine.shape == reference.shape
+        assert mine.get_space().get_simple_extent_type() == (
+            reference.get_space().get_simple_extent_type()
+        )
+        got, expected = ours.attrs["a"], theirs.attrs["a"]
+        assert type(got) is type(expected)
+        assert np.array_equal(got, expected)
+        assert list(ours.attrs) == ["a"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1, 2.5, np.float64(1.0), np.int32(3), np.asarray([1.0]), np.zeros((2, 2), dtype=np.int64)],
+    ids=repr,
+)
+def test_other_values_are_left_to_h5py(tmp_path: Path, value: object) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        assert not fastattrs.write(f, "a", value)
+        assert "a" not in f.attrs
+        tree.write_attrs(f, {"a": value})
+        assert np.array_equal(f.attrs["a"], value)
