@@ -16,6 +16,8 @@ import pytest
 
 import h5vc
 from h5vc import VersionedHDF5File
+from h5vc.errors import CorruptDataError
+from h5vc.hdf5 import header
 from h5vc.hdf5.btree import chunk_index
 from h5vc.hdf5.chunktable import ChunkTable
 from h5vc.store import groups, layout
@@ -180,3 +182,55 @@ def test_a_file_capped_below_hdf5_1_10_keeps_b_trees(path: str) -> None:
         assert f.libver == ("earliest", "v108")
     assert not raised
     assert _indexes(path) == (0, 1)
+
+
+def test_small_reads_read_the_version_2_header_of_raw_data(written: str) -> None:
+    """A small store's raw_data has a version-2 (checksummed) header: its messages are
+    read from the file's bytes, so small reads go straight to raw_data."""
+    if groups._bounds_call() is None:
+        pytest.skip("h5py's HDF5 library cannot be called here")
+    kinds = frozenset((header.DATASPACE, header.DATATYPE, header.LAYOUT))
+    with h5py.File(written, "r") as f:
+        held = header.checked_messages(f["_version_data/small"], "raw_data", kinds)
+        assert held is not None
+        assert header.chunk_dims(held.messages[header.LAYOUT], held.sizeof_addr) == (3,)
+        assert held.messages[header.LAYOUT][0] == 4  # layout message version 4
+        virtual = header.stored_messages(f["_version_data/versions/v3"], "small", kinds)
+        assert virtual is not None
+        assert header.same_datatype(
+            held.messages[header.DATATYPE], virtual.messages[header.DATATYPE]
+        )
+
+
+def test_a_damaged_version_2_header_is_reported(written: str, tmp_path: Path) -> None:
+    if groups._bounds_call() is None:
+        pytest.skip("h5py's HDF5 library cannot be called here")
+    with h5py.File(written, "r") as f:
+        store = f["_version_data/small"]
+        address = int(store.id.links.get_info(b"raw_data").u)
+    data = bytearray(Path(written).read_bytes())
+    assert data[address : address + 4] == b"OHDR"
+    data[address + 40] ^= 0x10  # inside the first block: its checksum no longer matches
+    damaged = tmp_path / "damaged.h5"
+    damaged.write_bytes(bytes(data))
+    kinds = frozenset((header.DATASPACE,))
+    with h5py.File(damaged, "r") as f, pytest.raises(CorruptDataError, match="checksum"):
+        header.checked_messages(f["_version_data/small"], "raw_data", kinds)
+    with h5vc.open(damaged, "r") as vf, pytest.raises(CorruptDataError):
+        vf["v3"]["small"][()]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "same"),
+    [
+        (b"\x10\x08\x00\x00\x08\x00\x00\x00", b"\x10\x08\x00\x00\x08\x00\x00\x00", True),
+        (b"\x10\x08\x00\x00\x08\x00", b"\x10\x08\x00\x00\x08\x00\x00\x00", True),  # padding
+        (b"\x10\x08\x00\x00\x08\x00", b"\x10\x08\x00\x00\x08\x00\x00\x01", False),
+        (b"\x10\x08\x00\x00\x04\x00", b"\x10\x08\x00\x00\x08\x00\x00\x00", False),
+        (b"\x10", b"\x10" + bytes(8), False),  # more than a padding
+        (None, b"\x10", False),
+    ],
+)
+def test_same_datatype(first: bytes | None, second: bytes | None, same: bool) -> None:
+    assert header.same_datatype(first, second) is same
+    assert header.same_datatype(second, first) is same

@@ -25,7 +25,15 @@ import h5py
 import numpy as np
 
 from h5vc.hdf5.damage import damaged
-from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, PIPELINE, checked_messages, chunk_dims
+from h5vc.hdf5.header import (
+    DATASPACE,
+    DATATYPE,
+    LAYOUT,
+    PIPELINE,
+    checked_messages,
+    chunk_dims,
+    same_datatype,
+)
 from h5vc.hdf5.mappings import StoredVirtual, stored_dims
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
@@ -343,7 +351,11 @@ def small_reads(
             held = checked_messages(group, text, _SOURCE_MESSAGES)  # before HDF5 opens it
     except (KeyError, ValueError):  # h5py's words for a missing object
         return None  # the chunk map's way reports a missing store
-    if held is None or PIPELINE in held.messages or held.messages.get(DATATYPE) != datatype:
+    if (
+        held is None
+        or PIPELINE in held.messages
+        or not same_datatype(held.messages.get(DATATYPE), datatype)
+    ):
         return None
     rows = stored_dims(held)
     layout = held.messages.get(LAYOUT)
