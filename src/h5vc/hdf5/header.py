@@ -14,12 +14,14 @@ dataset's mapping list (:mod:`h5vc.hdf5.mappings`) and a chunk index
 (:mod:`h5vc.hdf5.btree`). They answer only for files opened read-only, whose bytes
 are what HDF5 reads.
 
-Only version-1 object headers (HDF5's default, without a checksum) are walked here:
-their message list, and in it the dataspace, datatype, fill-value and layout
+Only version-1 object headers (HDF5's default, without a checksum) are checked
+here: their message list, and in it the dataspace, datatype, fill-value and layout
 messages.  A version-2 header (``OHDR``) carries a checksum that HDF5 verifies
-before decoding anything, so a damaged one is reported by HDF5 as damage.  Files
-HDF5 does not read through an OS file descriptor (the core driver, a remote file)
-are not checked.
+before decoding anything, so a damaged one is reported by HDF5 as damage.
+:func:`checked_messages` (the ``raw_data`` of a chunk store, whose header is version
+2 in a small store) also reads version-2 headers, each block's checksum verified
+first (:func:`walk_messages_v2`).  Files HDF5 does not read through an OS file
+descriptor (the core driver, a remote file) are not checked.
 """
 
 from __future__ import annotations
