@@ -29,6 +29,8 @@ from h5vc.cli._columns import (
     new_sample_bytes,
     sample_usage,
 )
+from h5vc.errors import CorruptDataError
+from h5vc.hdf5.damage import damaged
 from h5vc.hdf5.filebytes import (
     FileBytes,
     Header,
@@ -352,7 +354,16 @@ def _children(versions: h5py.Group) -> _Children:
             # links it has: only groups with members become keys.
             found.members.setdefault(addresses[parent], []).append((leaf.decode(), address, name))
 
-    versions.id.links.visit(visit, idx_type=h5py.h5.INDEX_NAME, info=True)
+    filename = versions.file.filename
+    with damaged(filename, "a group of versions"):
+        try:
+            versions.id.links.visit(visit, idx_type=h5py.h5.INDEX_NAME, info=True)
+        except RuntimeError as error:  # HDF5 could not decode a group's links
+            raise CorruptDataError(
+                f"a group of versions in {filename!r} is damaged and cannot be read: "
+                f"{error}. Run h5vc.verify on the file; restore it from a copy if it "
+                f"was written."
+            ) from error
     return found
 
 

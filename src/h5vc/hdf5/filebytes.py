@@ -168,14 +168,16 @@ class FileBytes:
         return self.base + address
 
     def header(self, address: int) -> Header:
-        """The messages of the version-1 object header at ``address``, continuation
-        blocks followed, up to the first symbol table message (a group's), or the
-        first dataspace, datatype and layout messages (a dataset's)."""
-        data, message = self.map, _MESSAGE.unpack_from
+        """The messages of the object header at ``address`` (version 1, or version 2
+        with its checksums checked), continuation blocks followed, up to the first
+        symbol table message (a group's), or the first dataspace, datatype and layout
+        messages (a dataset's)."""
+        data = self.map
         start = self._at(address, 16)
-        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
         if data[start : start + 4] == b"OHDR":
-            raise Unreadable(f"a version-2 object header at {address}")
+            return self._header_v2(address, start)
+        message = _MESSAGE.unpack_from
+        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
         if version != 1 or chunk_size > _MAX_BLOCK:
             raise Unreadable(f"an object header of version {version} at {address}")
         found: dict[int, tuple[int, int]] = {}
@@ -195,23 +197,72 @@ class FileBytes:
                 if seen > n_messages:
                     raise Unreadable(f"more messages than the {n_messages} the header counts")
                 if kind == _CONTINUATION:
-                    if length < self._pair.size:
-                        raise Unreadable("a continuation message is too short")
-                    target, nbytes = self._pair.unpack_from(data, pos)
-                    if nbytes > _MAX_BLOCK:
-                        raise Unreadable(f"a continuation block of {nbytes} bytes")
-                    blocks.append((self._at(target, nbytes), nbytes))
-                elif kind == _LINK:
-                    header.links.append((pos, length))
-                elif kind not in found and not flags & _SHARED:
-                    found[kind] = (pos, length)
-                    if kind == _SYMBOL_TABLE or (
-                        kind in _DATASET
-                        and _DATASPACE in found
-                        and _DATATYPE in found
-                        and _LAYOUT in found
-                    ):
-                        return header
+                    blocks.append(self._continuation(pos, length, 0))
+                elif self._note(header, kind, flags, pos, length):
+                    return header
+                pos += length
+        return header
+
+    def _note(self, header: Header, kind: int, flags: int, pos: int, length: int) -> bool:
+        """Keep message ``kind`` at ``pos`` in ``header``; True once the header has
+        shown what its object is (see :meth:`header`)."""
+        found = header.messages
+        if kind == _LINK:
+            header.links.append((pos, length))
+        elif kind not in found and not flags & _SHARED:
+            found[kind] = (pos, length)
+            return kind == _SYMBOL_TABLE or (
+                kind in _DATASET and _DATASPACE in found and _DATATYPE in found and _LAYOUT in found
+            )
+        return False
+
+    def _continuation(self, pos: int, length: int, signature: int) -> tuple[int, int]:
+        """The block (offset in the map, size) a continuation message at ``pos``
+        points to, less ``signature`` bytes at its start."""
+        if length < self._pair.size:
+            raise Unreadable("a continuation message is too short")
+        target, nbytes = self._pair.unpack_from(self.map, pos)
+        if nbytes > _MAX_BLOCK or nbytes < signature:
+            raise Unreadable(f"a continuation block of {nbytes} bytes")
+        return self._at(target, nbytes), nbytes
+
+    def _header_v2(self, address: int, start: int) -> Header:
+        """:meth:`header` of the version-2 object header at ``address`` (``start`` in
+        the map): every block's checksum is checked."""
+        data = self.map
+        version, flags = data[start + 4], data[start + 5]
+        if version != 2 or flags & ~0x3F:
+            raise Unreadable(f"a version-2 object header of an unknown form at {address}")
+        prefix = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        self._at(address, prefix + width)
+        chunk_size = int.from_bytes(data[start + prefix : start + prefix + width], "little")
+        if chunk_size > _MAX_BLOCK:
+            raise Unreadable(f"an object header block of {chunk_size} bytes")
+        self._at(address, prefix + width + chunk_size + 4)
+        # (start of the checksummed bytes, start of the messages, end of the messages)
+        blocks = [(start, start + prefix + width, start + prefix + width + chunk_size)]
+        header = Header({}, [])
+        size_of = 6 if flags & 0x04 else 4  # type, size, flags (, creation order)
+        for first, pos, end in blocks:
+            if _lookup3(data[first:end]) != _U32.unpack_from(data, end)[0]:
+                raise Unreadable(f"an object header block whose checksum disagrees at {address}")
+            while end - pos >= size_of:  # fewer bytes are a gap
+                kind, length, message_flags = (
+                    data[pos],
+                    _U16.unpack_from(data, pos + 1)[0],
+                    data[pos + 3],
+                )
+                pos += size_of
+                if pos + length > end:
+                    raise Unreadable(f"a message of {length} bytes does not fit its block")
+                if kind == _CONTINUATION:
+                    block, nbytes = self._continuation(pos, length, 8)
+                    if data[block : block + 4] != b"OCHK":
+                        raise Unreadable("no object header continuation block")
+                    blocks.append((block, block + 4, block + nbytes - 4))
+                elif self._note(header, kind, message_flags, pos, length):
+                    return header
                 pos += length
         return header
 
@@ -228,13 +279,55 @@ class FileBytes:
             found: list[tuple[str, int]] = []
             for node in self._symbol_nodes(btree, 0):
                 found += self._symbols(node, names)
-        elif _LINK_INFO in header.messages or header.links:
-            raise Unreadable("a group keeping its links as link messages")
+        elif _LINK_INFO in header.messages:
+            self._compact(header.messages[_LINK_INFO])
+            found = [self._link(pos, length) for pos, length in header.links]
+        elif header.links:
+            raise Unreadable("link messages in an object that is not a group")
         else:
             return None
         if len(found) > 1:
             found.sort(key=_name_bytes)
         return found
+
+    def _compact(self, info: tuple[int, int]) -> None:
+        """Check that the link info message at ``info`` keeps the links in the header
+        (compact storage), not in a fractal heap (dense storage)."""
+        pos, length = info
+        data = self.map
+        if length < 2 or data[pos] != 0 or data[pos + 1] & ~0x03:
+            raise Unreadable("a link info message of an unknown form")
+        at = pos + 2 + (8 if data[pos + 1] & 0x01 else 0)
+        if at + self.sizeof_addr > pos + length:
+            raise Unreadable("a link info message is too short")
+        if self._addr.unpack_from(data, at)[0] != self.undefined:
+            raise Unreadable("a group keeping its links in dense storage")
+
+    def _link(self, pos: int, length: int) -> tuple[str, int]:
+        """The name and target of the hard link message at ``pos``."""
+        data = self.map
+        end = pos + length
+        if length < 3 or data[pos] != 1 or data[pos + 1] & ~0x1F:
+            raise Unreadable("a link message of an unknown form")
+        flags = data[pos + 1]
+        at = pos + 2
+        kind = 0
+        if flags & 0x08:
+            kind = data[at]
+            at += 1
+        at += (8 if flags & 0x04 else 0) + (1 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        size = int.from_bytes(data[at : at + width], "little")
+        at += width
+        if kind != 0:
+            raise Unreadable("a soft link" if kind == 1 else "an external or user-defined link")
+        if size == 0 or at + size + self.sizeof_addr > end:
+            raise Unreadable(f"a link name of {size} bytes does not fit its message")
+        try:
+            name = data[at : at + size].decode()
+        except UnicodeDecodeError:
+            raise Unreadable("a link name that is not UTF-8") from None
+        return name, self._addr.unpack_from(data, at + size)[0]
 
     def _local_heap(self, address: int) -> bytes:
         """The data segment of the local heap at ``address``."""
@@ -819,3 +912,49 @@ def many_mappings(
         source=np.concatenate(sources).astype(np.int64)[order],
         virtual=np.concatenate(virtuals).astype(np.int64)[order],
     )
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _rot(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _M32
+
+
+def _lookup3(key: bytes) -> int:
+    """The checksum HDF5 keeps after its version-2 metadata blocks: Bob Jenkins'
+    lookup3 hash (``hashlittle``) of ``key`` with an initial value of 0."""
+    length = len(key)
+    a = b = c = (0xDEADBEEF + length) & _M32
+    if not length:
+        return c
+    padded = bytes(key) + b"\0" * (-length % 12)
+    words = struct.unpack(f"<{len(padded) // 4}I", padded)
+    last = len(words) - 3
+    for i in range(0, last, 3):
+        a = (a + words[i]) & _M32
+        b = (b + words[i + 1]) & _M32
+        c = (c + words[i + 2]) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 4)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 6)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 8)
+        b = (b + a) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 16)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 19)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 4)
+        b = (b + a) & _M32
+    a = (a + words[last]) & _M32
+    b = (b + words[last + 1]) & _M32
+    c = (c + words[last + 2]) & _M32
+    c = ((c ^ b) - _rot(b, 14)) & _M32
+    a = ((a ^ c) - _rot(c, 11)) & _M32
+    b = ((b ^ a) - _rot(a, 25)) & _M32
+    c = ((c ^ b) - _rot(b, 16)) & _M32
+    a = ((a ^ c) - _rot(c, 4)) & _M32
+    b = ((b ^ a) - _rot(a, 14)) & _M32
+    c = ((c ^ b) - _rot(b, 24)) & _M32
+    return c
