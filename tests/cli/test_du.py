@@ -445,3 +445,30 @@ def test_du_of_a_damaged_link_message_raises_corrupt_data(tangled, tmp_path, hea
     damaged.write_bytes(bytes(data))
     with h5vc.open(str(damaged)) as vf, pytest.raises(CorruptDataError):
         disk_usage(vf)
+
+
+def test_du_reads_groups_of_link_messages_at_once_and_one_by_one(tangled, monkeypatch):
+    """Groups keeping link messages in version-1 headers are read many at once; read
+    one by one instead, du counts the same."""
+    from h5vc.cli import _stats
+
+    with h5py.File(tangled, "r+") as f:
+        _new_style(f["_version_data/versions"], 1)
+    with h5vc.open(str(tangled)) as vf:
+        expected = brute_force(vf)
+    real = _stats.many_compact_links
+    read_at_once: list[Any] = []
+
+    def spy(*args: Any) -> Any:
+        found = real(*args)
+        read_at_once.extend(row for row in found if row is not None)
+        return found
+
+    monkeypatch.setattr(_stats, "many_compact_links", spy)
+    with h5vc.open(str(tangled)) as vf:
+        at_once = _as_brute(vf)
+    assert len(read_at_once) >= 6  # the version groups at least
+    monkeypatch.setattr(_stats, "many_compact_links", lambda f, rows: [None] * len(rows))
+    with h5vc.open(str(tangled)) as vf:
+        one_by_one = _as_brute(vf)
+    assert at_once == one_by_one == expected

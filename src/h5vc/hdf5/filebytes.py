@@ -46,6 +46,7 @@ __all__ = [
     "Mappings",
     "Unreadable",
     "many_datasets",
+    "many_compact_links",
     "many_links",
     "many_mappings",
 ]
@@ -637,11 +638,14 @@ def _walk_many(
     addresses: list[int],
     kinds: tuple[int, ...],
     others: tuple[int, ...],
+    every: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the first unshared message of each of ``kinds`` is in the version-1
     headers at ``addresses`` (``(n, len(kinds))`` body addresses and lengths), and
     which rows were read: not those where a message of ``others`` comes first, nor
-    those with two continuations in one block, or whose bytes disagree."""
+    those with two continuations in one block, or whose bytes disagree.  With
+    ``every``, each header is walked to its end and its link messages are appended
+    to ``every`` as ``(rows, body addresses, lengths)``."""
     n = len(addresses)
     size_of_file = np.uint64(file_bytes.size)
     where = np.asarray(addresses, dtype=np.uint64)
@@ -697,9 +701,14 @@ def _walk_many(
             hit &= length[at, column] == 0
             body[at[hit], column] = pos[at[hit]] + np.uint64(8)
             length[at[hit], column] = size[hit].astype(np.int64) + 1
+        if every is not None:
+            link = step_ok & (kind == _LINK)
+            every.append((at[link], pos[at[link]] + np.uint64(8), size[link]))
         ok[at[~step_ok]] = False
         pos[at] = after
-        active[at] = step_ok & ~(length[at] > 0).all(axis=1)
+        active[at] = step_ok & (every is not None or ~(length[at] > 0).all(axis=1))
+    else:  # headers of more messages than walked at once
+        ok[np.flatnonzero(active & ((pos < end) | (next_end > 0)))] = False
     ok &= (length > 0).all(axis=1)
     return body, length - 1, ok
 
@@ -759,6 +768,73 @@ def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[s
         np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
     )
     text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
+    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
+    for group, name, address in zip(
+        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
+    ):
+        links = found[group]
+        assert links is not None
+        links.append((text[name], address))
+    return found
+
+
+def many_compact_links(
+    file_bytes: FileBytes, addresses: list[int]
+) -> list[list[tuple[str, int]] | None]:
+    """:meth:`FileBytes.links` of the groups at ``addresses`` that keep their links
+    as link messages in a version-1 header (compact storage), for link messages of
+    hard links with names of one-byte length; None for the others (and for any
+    object that is not such a group)."""
+    n = len(addresses)
+    if not n or not _plain_sizes(file_bytes):
+        return [None] * n
+    rows = _Rows(file_bytes)
+    size_of_file = np.uint64(file_bytes.size)
+    every: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    body, length, ok = _walk_many(
+        file_bytes, rows, addresses, (_LINK_INFO,), (_SYMBOL_TABLE, _LAYOUT), every
+    )
+    # The link info message: version 0, flags, (creation order,) fractal heap address.
+    info = rows.at(body[:, 0], 18, ok)
+    flags = info[:, 1].astype(np.int64)
+    heap_at = 2 + 8 * (flags & 1)
+    ok &= (info[:, 0] == 0) & (flags & ~0x03 == 0) & (length[:, 0] >= heap_at + 8)
+    ok &= _field(info, heap_at, 8) == undefined_of(file_bytes)  # compact storage
+    nothing = np.zeros(0, dtype=np.uint64)
+    row = np.concatenate([r for r, _, _ in every] + [np.zeros(0, dtype=np.int64)])
+    at = np.concatenate([a for _, a, _ in every] + [nothing])
+    size = np.concatenate([z for _, _, z in every] + [nothing]).astype(np.int64)
+    # A link message: version 1, flags, (type,) (creation order,) (charset,) name
+    # length, name, address.
+    link_ok = np.ones(len(row), dtype=bool)
+    head = rows.at(at, 12, link_ok)
+    link_flags = head[:, 1].astype(np.int64)
+    link_ok &= (head[:, 0] == 1) & (link_flags & ~0x1F == 0) & (link_flags & 0x03 == 0)
+    typed = (link_flags >> 3) & 1
+    link_ok &= (typed == 0) | (head[:, 2] == 0)  # a hard link
+    length_at = 2 + typed + 8 * ((link_flags >> 2) & 1) + ((link_flags >> 4) & 1)
+    name_size = np.take_along_axis(head, length_at[:, None], axis=1)[:, 0].astype(np.int64)
+    name_at = length_at + 1
+    link_ok &= (name_size > 0) & (name_size <= _NAME_WINDOW)
+    link_ok &= size >= name_at + name_size + 8
+    window = rows.at(at + name_at.astype(np.uint64), _NAME_WINDOW + 8, link_ok)
+    target = _field(window, np.minimum(name_size, _NAME_WINDOW), 8)
+    link_ok &= target < size_of_file
+    in_name = np.arange(_NAME_WINDOW) < name_size[:, None]
+    link_ok &= ~((window[:, :_NAME_WINDOW] == 0) & in_name).any(axis=1)  # no NUL in a name
+    ok[row[~link_ok]] = False
+    keep = ok[row]
+    row, window, target, name_size = row[keep], window[keep], target[keep], name_size[keep]
+    window = window[:, :_NAME_WINDOW].copy()
+    window[np.arange(_NAME_WINDOW) >= name_size[:, None]] = 0
+    names, rank = np.unique(
+        np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
+    )
+    try:
+        text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    except UnicodeDecodeError:
+        return [None] * n
     found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
     order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
     for group, name, address in zip(
