@@ -330,6 +330,11 @@ class FileBytes:
             raise Unreadable("a link name that is not UTF-8") from None
         return name, self._addr.unpack_from(data, at + size)[0]
 
+    def is_dataset(self, header: Header) -> bool:
+        """Whether the object whose header is ``header`` is a dataset (it has a
+        layout message)."""
+        return _LAYOUT in header.messages
+
     def _local_heap(self, address: int) -> bytes:
         """The data segment of the local heap at ``address``."""
         pos = self._at(address, self._heap.size)

@@ -23,6 +23,13 @@ import numpy as np
 from h5vc.columns.history import check_samples
 from h5vc.errors import H5vcError, StageInProgressError
 from h5vc.hashing import chunk_hash, prefetch
+from h5vc.hdf5.filebytes import (
+    FileBytes,
+    Unreadable,
+    many_compact_links,
+    many_datasets,
+    many_links,
+)
 from h5vc.store import (
     ChunkMap,
     RawDataStore,
@@ -277,7 +284,17 @@ def _check_current_and_index(state: FileState, known: set[str], report: VerifyRe
 
 
 def _versions_by_object(state: FileState, names: list[str]) -> dict[int, set[str]]:
-    """Object address -> every version that holds it (through shared groups too)."""
+    """Dataset object address -> every version that holds it (through shared groups
+    too).  A file open read-only is read from its bytes where they are of a form
+    :mod:`h5vc.hdf5.filebytes` reads; otherwise (and where they disagree with
+    themselves: HDF5 then reports the damage) through HDF5."""
+    file_bytes = FileBytes.of(state.versions.file)
+    if file_bytes is not None:
+        with file_bytes:
+            try:
+                return _holders_from_bytes(state, file_bytes, names)
+            except Unreadable:
+                pass
     holders: dict[int, set[str]] = defaultdict(set)
     for name in names:
         for _, parent, member in tree.walk_version(state.versions[name]):
@@ -285,6 +302,88 @@ def _versions_by_object(state: FileState, names: list[str]) -> dict[int, set[str
             if info.type == h5py.h5o.TYPE_DATASET:
                 holders[int(info.addr)].add(name)
     return holders
+
+
+#: Groups nested deeper than this in a version are a cycle of hard links.
+_MAX_DEPTH = 256
+
+
+def _holders_from_bytes(
+    state: FileState, file_bytes: FileBytes, names: list[str]
+) -> dict[int, set[str]]:
+    """:func:`_versions_by_object` read from the file's bytes, level by level (the
+    groups of one level at once, then their members at once); raises
+    :class:`Unreadable` where the tree is not of a form read there."""
+    roots = file_bytes.links(file_bytes.header(int(h5py.h5o.get_info(state.versions.id).addr)))
+    if roots is None:
+        raise Unreadable("the versions group is not a group")
+    root_of = dict(roots)
+    links_of: dict[int, list[tuple[str, int]]] = {}
+    datasets: set[int] = set()
+    others: set[int] = set()
+    frontier = list(dict.fromkeys(root_of[name] for name in names if name in root_of))
+    if len(frontier) < len(set(names)):
+        raise Unreadable("a version without a group")
+    for address, links in zip(frontier, _groups(file_bytes, frontier)):
+        if links is None:
+            raise Unreadable("a version that is not a group")
+        links_of[address] = links
+    while frontier:
+        members = list(
+            dict.fromkeys(
+                member
+                for group in frontier
+                for _, member in links_of[group]
+                if member not in links_of and member not in datasets and member not in others
+            )
+        )
+        read = many_datasets(file_bytes, members)
+        rest = [address for address, good in zip(members, read.ok.tolist()) if not good]
+        datasets.update(address for address, good in zip(members, read.ok.tolist()) if good)
+        frontier = []
+        for address, links in zip(rest, _groups(file_bytes, rest)):
+            if links is not None:
+                links_of[address] = links
+                frontier.append(address)
+            elif file_bytes.is_dataset(file_bytes.header(address)):
+                datasets.add(address)
+            else:
+                others.add(address)
+    below: dict[int, frozenset[int]] = {}
+    open_groups: set[int] = set()
+
+    def datasets_below(group: int) -> frozenset[int]:
+        found = below.get(group)
+        if found is not None:
+            return found
+        if group in open_groups or len(open_groups) > _MAX_DEPTH:
+            raise Unreadable("a group that holds itself")
+        open_groups.add(group)
+        held: set[int] = set()
+        for _, member in links_of[group]:
+            if member in links_of:
+                held |= datasets_below(member)
+            elif member in datasets:
+                held.add(member)
+        open_groups.discard(group)
+        found = below[group] = frozenset(held)
+        return found
+
+    holders: dict[int, set[str]] = defaultdict(set)
+    for name in names:
+        for address in datasets_below(root_of[name]):
+            holders[address].add(name)
+    return holders
+
+
+def _groups(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
+    """The links of the groups at ``addresses`` (read at once where their form allows,
+    else one by one); None for an object that is not a group."""
+    found = many_links(file_bytes, addresses)
+    left = [i for i, links in enumerate(found) if links is None]
+    for i, links in zip(left, many_compact_links(file_bytes, [addresses[i] for i in left])):
+        found[i] = links if links is not None else file_bytes.links(file_bytes.header(addresses[i]))
+    return found
 
 
 def _open_stores(
