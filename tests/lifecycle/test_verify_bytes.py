@@ -130,3 +130,41 @@ def test_a_damaged_group_read_from_bytes_is_left_to_hdf5(versioned, tmp_path, mo
     seen.append(outcome(damaged))
     assert seen[0] == seen[1]
     assert "problem" in seen[0] or "Error" in seen[0]
+
+
+def test_chunk_maps_read_without_opening_datasets_are_hdf5s(versioned, monkeypatch):
+    """In a read-only file each dataset object's chunk map is read from its header's
+    bytes and its chunks attribute: the same map HDF5 gives, and verify opens no
+    dataset object for it."""
+    from h5vc.store import tree
+
+    with h5py.File(versioned, "r") as f:
+        state = resolve_state(f)
+        datasets = tree.collect_datasets(state.versions, state.log.names())
+        objects = [obj for found in datasets.values() for obj in found.values()]
+        collections: dict[int, dict[int, bytes]] = {}
+        for obj in objects:
+            fast = verify_module._chunk_map(state, obj, collections)
+            slow = obj.chunk_map()
+            assert (fast.shape, fast.chunks, fast.source, fast.blocks) == (
+                slow.shape,
+                slow.chunks,
+                slow.source,
+                slow.blocks,
+            )
+            np.testing.assert_array_equal(fast.slots, slow.slots)
+        assert len(objects) == 6 and collections
+    opened: list[str] = []
+    real = tree.DatasetObject.chunk_map
+
+    def spy(self: Any) -> Any:
+        opened.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(tree.DatasetObject, "chunk_map", spy)
+    with h5py.File(versioned, "r") as f:
+        assert h5vc.verify(f).ok
+    assert opened == []
+    with h5py.File(versioned, "r+") as f:  # open for writing: HDF5 reads every map
+        assert h5vc.verify(f).ok
+    assert len(opened) == 6

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import h5py
 import numpy as np
@@ -30,12 +30,15 @@ from h5vc.hdf5.filebytes import (
     many_datasets,
     many_links,
 )
+from h5vc.hdf5.header import DATASPACE, LAYOUT, dataspace_dims, stored_messages_at
+from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import (
     ChunkMap,
     RawDataStore,
     RebuiltTables,
     layout,
     legacy,
+    read_chunk_map,
     slot_windows,
     source_name,
     timeindex,
@@ -154,9 +157,10 @@ def verify(f: Any, *, progress: ProgressCallback | None = None) -> VerifyReport:
     total = n_objects + sum(store.n_slots for store in stores.values())
     done = 0
     uses = {path: _SlotUse(store.n_slots) for path, store in stores.items()}
+    collections: dict[int, dict[int, bytes]] = {}  # global heap collections read
     for path, objects in datasets.items():
         for obj in objects.values():
-            _check_object(state, stores.get(path), obj, uses.get(path), report)
+            _check_object(state, stores.get(path), obj, uses.get(path), report, collections)
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -415,6 +419,7 @@ def _check_object(
     obj: tree.DatasetObject,
     use: _SlotUse | None,
     report: VerifyReport,
+    collections: dict[int, dict[int, bytes]],
 ) -> None:
     """Check one dataset object's mappings; record which slots it uses."""
     report.dataset_objects += 1
@@ -425,7 +430,7 @@ def _check_object(
         report.problems.append(Problem("mapping", where, message, versions, (obj.path,)))
 
     try:
-        chunk_map = obj.chunk_map()
+        chunk_map = _chunk_map(state, obj, collections)
     except _READ_ERRORS as error:
         problem(f"mappings unreadable: {error}")
         return
@@ -457,6 +462,51 @@ def _check_object(
     use.used |= mask
     use.objects.append((versions, mask))
     _record_edge_shapes(chunk_map, use)
+
+
+#: The messages a dataset object's chunk map is read from.
+_MAP_MESSAGES = frozenset((DATASPACE, LAYOUT))
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What :func:`read_chunk_map` asks of a dataset it did not open."""
+
+    shape: tuple[int, ...]
+    name: str
+
+
+def _chunk_map(
+    state: FileState, obj: tree.DatasetObject, collections: dict[int, dict[int, bytes]]
+) -> ChunkMap:
+    """The chunk map of ``obj``: in a file open read-only, read from its header's
+    bytes and its ``chunks`` attribute without opening the dataset (HDF5 would load
+    every mapping); otherwise, or where those are not of the plain form, through HDF5
+    (which reports damage as damage)."""
+    parent, name = obj.locations[0]
+    where = f"{parent.name.rstrip('/')}/{name}"
+    stored = stored_messages_at(parent, obj.address, _MAP_MESSAGES, where)
+    if stored is not None and len(stored.messages) == len(_MAP_MESSAGES):
+        mappings = header_mappings(stored, where, state.filename, collections)
+        chunks = _chunks_attribute(parent, name) if mappings is not None else None
+        if mappings is not None and chunks is not None:
+            shape = tuple(dataspace_dims(stored.messages[DATASPACE], stored.sizeof_size))
+            return read_chunk_map(cast(Any, _Stored(shape, where)), chunks, mappings)
+    return obj.chunk_map()
+
+
+def _chunks_attribute(parent: h5py.Group, name: str) -> tuple[int, ...] | None:
+    """The ``chunks`` attribute of ``parent[name]``, read without opening the object;
+    None where it has none."""
+    key = layout.ATTR_CHUNKS.encode()
+    if not h5py.h5a.exists(parent.id, key, obj_name=name.encode()):
+        return None
+    attr = h5py.h5a.open(parent.id, key, obj_name=name.encode())
+    value = np.empty(attr.shape, dtype=attr.dtype)
+    attr.read(value)
+    if value.dtype.kind not in "iu":
+        return None
+    return tuple(int(c) for c in np.atleast_1d(value))
 
 
 def _record_edge_shapes(chunk_map: ChunkMap, use: _SlotUse) -> None:
