@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,30 @@ def test_chunk_maps_read_without_opening_datasets_are_hdf5s(versioned, monkeypat
     with h5py.File(versioned, "r+") as f:  # open for writing: HDF5 reads every map
         assert h5vc.verify(f).ok
     assert len(opened) == 6
+
+
+def test_a_mapping_list_whose_checksum_disagrees_is_reported(versioned, tmp_path):
+    """The mapping list decodes, but its checksum disagrees with it: verify (which
+    reads it without HDF5 opening the dataset) reports the object as HDF5 does."""
+    from h5vc.hdf5.filebytes import FileBytes
+
+    with h5py.File(versioned, "r") as f:
+        address = h5py.h5o.get_info(f["_version_data/versions/v4/w"].id).addr
+        file_bytes = FileBytes.of(f)
+        assert file_bytes is not None
+        with file_bytes:
+            header = file_bytes.header(address)
+            assert file_bytes.mappings(header, 1) is not None  # a list of the plain form
+            layout_at = header.messages[0x0008][0]
+            heap, index = struct.unpack_from("<QI", file_bytes.map, layout_at + 2)
+            start, length = file_bytes._collection(heap)[index]
+            checksum_at = start + length - 4 - file_bytes.base
+    data = bytearray(versioned.read_bytes())
+    data[checksum_at] ^= 0xFF
+    damaged = tmp_path / "damaged.h5"
+    damaged.write_bytes(bytes(data))
+    with h5py.File(damaged, "r") as f:
+        report = h5vc.verify(f)
+    [problem] = report.problems
+    assert problem.kind == "mapping" and problem.datasets == ("w",)
+    assert "checksum" in problem.message

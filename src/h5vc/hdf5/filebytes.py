@@ -49,6 +49,7 @@ __all__ = [
     "many_compact_links",
     "many_links",
     "many_mappings",
+    "lookup3",
 ]
 
 _DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
@@ -246,7 +247,7 @@ class FileBytes:
         header = Header({}, [])
         size_of = 6 if flags & 0x04 else 4  # type, size, flags (, creation order)
         for first, pos, end in blocks:
-            if _lookup3(data[first:end]) != _U32.unpack_from(data, end)[0]:
+            if lookup3(data[first:end]) != _U32.unpack_from(data, end)[0]:
                 raise Unreadable(f"an object header block whose checksum disagrees at {address}")
             while end - pos >= size_of:  # fewer bytes are a gap
                 kind, length, message_flags = (
@@ -1002,7 +1003,7 @@ def _rot(x: int, k: int) -> int:
     return ((x << k) | (x >> (32 - k))) & _M32
 
 
-def _lookup3(key: bytes) -> int:
+def lookup3(key: bytes) -> int:
     """The checksum HDF5 keeps after its version-2 metadata blocks: Bob Jenkins'
     lookup3 hash (``hashlittle``) of ``key`` with an initial value of 0."""
     length = len(key)

@@ -26,11 +26,18 @@ from h5vc.hashing import chunk_hash, prefetch
 from h5vc.hdf5.filebytes import (
     FileBytes,
     Unreadable,
+    lookup3,
     many_compact_links,
     many_datasets,
     many_links,
 )
-from h5vc.hdf5.header import DATASPACE, LAYOUT, dataspace_dims, stored_messages_at
+from h5vc.hdf5.header import (
+    DATASPACE,
+    LAYOUT,
+    StoredHeader,
+    dataspace_dims,
+    stored_messages_at,
+)
 from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import (
     ChunkMap,
@@ -488,11 +495,29 @@ def _chunk_map(
     stored = stored_messages_at(parent, obj.address, _MAP_MESSAGES, where)
     if stored is not None and len(stored.messages) == len(_MAP_MESSAGES):
         mappings = header_mappings(stored, where, state.filename, collections)
+        if mappings is not None and not _checksum_matches(stored, collections):
+            mappings = None  # HDF5 reports it
         chunks = _chunks_attribute(parent, name) if mappings is not None else None
         if mappings is not None and chunks is not None:
             shape = tuple(dataspace_dims(stored.messages[DATASPACE], stored.sizeof_size))
             return read_chunk_map(cast(Any, _Stored(shape, where)), chunks, mappings)
     return obj.chunk_map()
+
+
+def _checksum_matches(stored: StoredHeader, collections: dict[int, dict[int, bytes]]) -> bool:
+    """Whether the mapping list of the virtual dataset whose layout message ``stored``
+    holds (read into ``collections``) matches the checksum HDF5 stored after it (HDF5
+    checks it when it opens the dataset, which :func:`_chunk_map` does not)."""
+    layout_message = stored.messages[LAYOUT]
+    size = stored.sizeof_addr
+    address = int.from_bytes(layout_message[2 : 2 + size], "little")
+    if address == (1 << (8 * size)) - 1:
+        return True  # no mapping list
+    index = int.from_bytes(layout_message[2 + size : 6 + size], "little")
+    blob = collections.get(address, {}).get(index)
+    if blob is None or len(blob) < 4:
+        return False
+    return lookup3(blob[:-4]) == int.from_bytes(blob[-4:], "little")
 
 
 def _chunks_attribute(parent: h5py.Group, name: str) -> tuple[int, ...] | None:
