@@ -8,15 +8,17 @@ memory once and reads what such a walk needs with a few ``struct`` calls per obj
 
 - the messages of a version-1 object header (:meth:`FileBytes.header`);
 - the members of a group (:meth:`FileBytes.links`) kept in a symbol table (version-1
-  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version);
+  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version),
+  or as link messages in its object header (compact storage of a new-style group, in
+  a version-1 header or a version-2 one, whose checksums are checked);
 - a dataset's dimensions and element size (:meth:`FileBytes.dims`,
   :meth:`FileBytes.element`);
 - a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
   versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
   selections are version-1 hyperslab blocks.
 
-Anything else (version-2 headers, groups keeping links as link messages, soft links,
-other encodings) and any length or signature that disagrees with the bytes raises
+Anything else (dense link storage in a fractal heap, soft or external links, other
+encodings) and any length or signature that disagrees with the bytes raises
 :class:`Unreadable`, or answers None where the caller can read that one object through
 the general readers: those readers (and HDF5) then read it and report damage as damage.
 
