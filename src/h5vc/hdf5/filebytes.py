@@ -6,7 +6,7 @@ walking the links of 10,000 version groups opens each one (``H5Lvisit``: 0.4 s),
 list in their general form (70 us a dataset).  :class:`FileBytes` maps the file into
 memory once and reads what such a walk needs with a few ``struct`` calls per object:
 
-- the messages of a version-1 object header (:meth:`FileBytes.header`);
+- the messages of an object header (:meth:`FileBytes.header`);
 - the members of a group (:meth:`FileBytes.links`) kept in a symbol table (version-1
   B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version),
   or as link messages in its object header (compact storage of a new-style group, in
