@@ -18,7 +18,7 @@ Positioned reads of the versioned store
     ``FAST_READ_MIN_BYTES`` (128 KiB) -- boxes smaller than this are read through h5py.
     ``PIECE_BYTES`` (1 MiB) -- uncompressed chunks are read in pieces of at most this.
     ``BUFFER_BYTES`` (256 KiB) -- compressed chunks are fetched in runs of about this.
-    ``SCATTER_MIN_BYTES`` (64 KiB) -- stretches this long are read straight into the
+    ``SCATTER_MIN_BYTES`` (4 KiB) -- stretches this long are read straight into the
     result. ``KEEP_BYTES`` (16 MiB) -- a thread keeps read buffers up to this size.
     ``SCATTER_MAX_GAP`` (8 KiB) -- a gap this small between two reads is read through.
     ``GROUPS_PER_WORKER`` (4) -- pool tasks per thread a batch is cut into.
@@ -141,7 +141,7 @@ PIECE_BYTES = _define("PIECE_BYTES", _M)
 #: Compressed chunks are fetched in runs of about this many stored bytes.
 BUFFER_BYTES = _define("BUFFER_BYTES", 256 * _K)
 #: Stretches of the result at least this long are read straight into it.
-SCATTER_MIN_BYTES = _define("SCATTER_MIN_BYTES", 64 * _K)
+SCATTER_MIN_BYTES = _define("SCATTER_MIN_BYTES", 4 * _K)
 #: A thread keeps read buffers up to this size for its next read.
 KEEP_BYTES = _define("KEEP_BYTES", 16 * _M)
 #: A gap of at most this many bytes between two segments is read and thrown away.

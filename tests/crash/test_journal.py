@@ -169,6 +169,7 @@ def test_a_failing_disk_leaves_the_last_commit_point(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
     with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as g:
         g.create_dataset("x", data=np.arange(50_000), chunks=(1000,))
+        g.create_dataset("y", data=np.arange(5_000), chunks=(1000,))
     before = path.read_bytes()
     for failing in range(1, 400):
         count = 0
@@ -186,6 +187,7 @@ def test_a_failing_disk_leaves_the_last_commit_point(tmp_path: Path) -> None:
             vf = h5vc.VersionedHDF5File(f)
             with vf.stage_version("v2") as g:
                 g["x"][10:20_000] = -1
+                g["y"][:] = 1
             f.flush()
             handle.commit()
             committed = True

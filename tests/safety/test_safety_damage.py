@@ -60,9 +60,11 @@ def test_missing_store_dataset(path: str, name: str) -> None:
         ("_version_data/x/hash_table", 16, "/_version_data/x/hash_table"),
         ("_version_data/x/hash_table", 64, "/_version_data/x/hash_table"),
         ("_version_data/x", 24, "/_version_data/x"),
-        # The name index of the group's links: listed, but not found by name.
-        ("_version_data", 64, "'/_version_data'.*'versions'"),
-        ("_version_data", 80, "'/_version_data'.*'versions'"),
+        # The group's links (a new-style group: link messages in its header): the
+        # address of its dense link storage, the name of 'versions', its address.
+        ("_version_data", 30, "'/_version_data'.*'versions'"),
+        ("_version_data", 116, "'/_version_data'.*'versions'"),
+        ("_version_data", 124, "'/_version_data'.*'versions'"),
         # Object header sizes and addresses that point beyond the file or into
         # HDF5's temporary space.
         ("_version_data", 10, "versioned layout"),

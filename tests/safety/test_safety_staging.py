@@ -177,9 +177,10 @@ def test_small_datasets_make_a_small_file(path: str) -> None:
 
 
 def test_old_hash_table_chunking_still_read_and_appended(path: str, monkeypatch) -> None:
-    import h5vc.store.rawdata as rawdata
+    import h5vc.store.layout as layout
 
-    monkeypatch.setattr(rawdata, "HASH_TABLE_CHUNKS", (4096,))
+    monkeypatch.setattr(layout, "HASH_TABLE_CHUNKS", (4096,))
+    monkeypatch.setattr(layout, "HASH_TABLE_MIN_ROWS", 4096)
     with h5py.File(path, "w") as f:
         vf = VersionedHDF5File(f)
         with vf.stage_version("v1") as g:

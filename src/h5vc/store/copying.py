@@ -13,6 +13,7 @@ import numpy as np
 
 from h5vc.store import layout
 from h5vc.store.compact import slot_windows
+from h5vc.store.groups import new_group
 from h5vc.store.rawdata import slots_in_use
 from h5vc.store.tree import copy_attrs
 
@@ -33,7 +34,7 @@ def copy_compacted(source: h5py.File, target: h5py.File) -> None:
 def _copy_version_data(group: h5py.Group, target: h5py.Group, name: str) -> None:
     """Copy ``group`` as ``target/name``: the versions group (and any object that is not
     a chunk store's raw_data) with HDF5's object copy, raw_data without its free slots."""
-    copied = target.create_group(name)
+    copied = new_group(target, name)
     copy_attrs(group.attrs, copied.attrs)
     for member in group:
         link = group.get(member, getlink=True)

@@ -85,3 +85,17 @@ HASH_TABLE_DTYPE = np.dtype([("hash", np.uint8, (32,)), ("shape", np.int64, (2,)
 #: rows) or 12 KiB (256) for each hash table, and a commit rewrites (and journals) only
 #: the small chunk its rows went to; a store of 10,000 chunks reads its table in 157.
 HASH_TABLE_CHUNKS = (64,)
+#: A store whose chunks are smaller than a 64-row chunk of its hash table (3 KiB) gets
+#: hash-table chunks of about its own chunk size, at least this many rows: 100 datasets
+#: of 3 int64 pay 384 bytes each for their tables instead of 3 KiB.  A dataset made of
+#: tiny chunks has as many raw_data chunks to index as 8-row table chunks.
+HASH_TABLE_MIN_ROWS = 8
+
+
+def hash_table_rows(dtype: np.dtype, chunks: tuple[int, ...]) -> int:
+    """Rows in a hash-table chunk of a store of ``dtype`` and ``chunks``: the power of
+    two whose bytes come nearest below one chunk of data, between
+    :data:`HASH_TABLE_MIN_ROWS` and ``HASH_TABLE_CHUNKS[0]``."""
+    chunk_bytes = int(np.prod(chunks, dtype=np.int64)) * np.dtype(dtype).itemsize
+    rows = 1 << max(0, (chunk_bytes // HASH_TABLE_DTYPE.itemsize).bit_length() - 1)
+    return max(HASH_TABLE_MIN_ROWS, min(HASH_TABLE_CHUNKS[0], rows))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import h5py
 
 from h5vc.store import layout
+from h5vc.store.groups import new_group, require_groups
 from h5vc.store.tree import remove_empty_parents
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
 def create_version_group(versions: h5py.Group, name: str) -> h5py.Group:
     """A new, empty version group ``name`` under ``versions`` (not committed yet:
     :func:`~h5vc.store.tree.mark_committed` marks it)."""
-    return versions.create_group(name)
+    return new_group(versions, name)
 
 
 def delete_version_group(versions: h5py.Group, name: str) -> None:
@@ -39,7 +40,7 @@ def delete_version_group(versions: h5py.Group, name: str) -> None:
 
 def create_subgroup(group: h5py.Group, name: str) -> h5py.Group:
     """A new, empty group ``group[name]`` of a version being written."""
-    return group.create_group(name)
+    return new_group(group, name)
 
 
 def remove_group(parent: h5py.Group, name: str) -> None:
@@ -52,7 +53,7 @@ def scratch_group(version_data: h5py.Group, name: str) -> h5py.Group:
     """The scratch group ``name`` under ``version_data`` (created if missing), where an
     operation builds objects before they replace the committed ones; remove it with
     :func:`remove_group`."""
-    return version_data.require_group(name)
+    return require_groups(version_data, name)
 
 
 def first_missing_group(version_data: h5py.Group, key: str) -> str:

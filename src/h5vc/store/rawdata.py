@@ -21,6 +21,7 @@ to, so a commit costs O(chunks written), not O(chunks ever stored).
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -40,13 +41,14 @@ from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
 from h5vc.store import fastread
+from h5vc.store.groups import require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
     ATTR_LARGEST_INDEX,
     HASH_TABLE,
-    HASH_TABLE_CHUNKS,
     HASH_TABLE_DTYPE,
     RAW_DATA,
+    hash_table_rows,
 )
 
 __all__ = ["RawDataStore", "check_storable", "first_free_slot", "slots_in_use"]
@@ -149,6 +151,9 @@ class RawDataStore:
         #: Appended chunks still being encoded: (first row, their stored bytes in order).
         self._unwritten: list[tuple[int, Iterator[bytes]]] = []
         self._n_rows_read: int | None = None
+        #: Whether raw_data stores chunks as their bytes in memory: no filters, and
+        #: its file type is its dtype's own (found on the first write).
+        self._stores_raw_bytes: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -195,7 +200,7 @@ class RawDataStore:
         filters: dict[str, Any] | None = None,
     ) -> RawDataStore:
         """Create the group ``parent/path`` with an empty raw_data and hash_table."""
-        group = parent.require_group(path)
+        group = require_groups(parent, path)
         create_kwargs: dict[str, Any] = dict(filters or {})
         if fillvalue is not None and dtype.kind != "O":
             create_kwargs["fillvalue"] = fillvalue
@@ -216,7 +221,7 @@ class RawDataStore:
             HASH_TABLE,
             shape=(1,),
             dtype=HASH_TABLE_DTYPE,
-            chunks=HASH_TABLE_CHUNKS,
+            chunks=(hash_table_rows(dtype, chunks),),
             maxshape=(None,),
         )
         hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(0)
@@ -403,12 +408,22 @@ class RawDataStore:
         fill = writer.fill
         chunk_bytes = max(1, math.prod(chunks) * values.dtype.itemsize)
         jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
+        # Buffers of batches already written (unfiltered chunks are written before
+        # place() returns), gathered into again: faulting fresh pages in costs more
+        # than the copy into them.
+        spare: collections.deque[np.ndarray] = collections.deque()
+        recycle = self.pipeline is None
         try:
-            for blocks, batch, stacked, digests in prefetch(
-                lambda blocks: _gather(values, chunks, fill, blocks), jobs, codecs.workers()
+            for blocks, batch, stacked, digests, buffer in prefetch(
+                lambda blocks: _gather(values, chunks, fill, blocks, spare),
+                jobs,
+                codecs.workers(),
             ):
                 placed = np.empty(len(batch), dtype=np.int64)
                 writer.place(batch, digests, stacked, placed)
+                if recycle and buffer is not None:
+                    spare.append(buffer)
+                del batch, stacked
                 offset = 0
                 for column, first, last in blocks:
                     where: tuple[slice | int, ...] = (slice(first, last), *column)
@@ -437,7 +452,14 @@ class RawDataStore:
         pipeline = self.pipeline
         if pipeline is None:
             whole = len(data) // c0 * c0
-            if whole == len(data) or first + count > held:
+            if whole == len(data) and self._writes_raw_bytes(data):
+                # Whole chunks, laid out as stored: their bytes go to the file as they
+                # are, with no pass through HDF5's selections.
+                write = self.raw_data.id.write_direct_chunk
+                corner = (0,) * (len(self.chunks) - 1)
+                for i, stored in enumerate(np.split(data.reshape(-1).view(np.uint8), count)):
+                    write(((first + i) * c0, *corner), stored, 0)
+            elif whole == len(data) or first + count > held:
                 # A short last chunk in a new slot: HDF5 fills the rest of it.
                 self.raw_data[first * c0 : first * c0 + len(data)] = data
             else:
@@ -459,6 +481,20 @@ class RawDataStore:
         # Chunks written over free slots may have moved in the file (compressed ones
         # of another size): those are looked up again.
         fastread.forget(self.raw_data, appended=first >= held)
+
+    def _writes_raw_bytes(self, data: np.ndarray) -> bool:
+        """Whether ``data`` (chunks back to back along axis 0) holds exactly the bytes
+        raw_data stores for them: raw_data has no filters, and ``data`` is C-contiguous,
+        of raw_data's own numeric type."""
+        if not data.flags.c_contiguous or data.dtype.kind not in "biufc":
+            return False
+        if self._stores_raw_bytes is None:
+            dataset_id = self.raw_data.id
+            self._stores_raw_bytes = bool(
+                dataset_id.get_create_plist().get_nfilters() == 0
+                and h5py.h5t.py_create(self.dtype) == dataset_id.get_type()
+            )
+        return self._stores_raw_bytes and data.dtype == self.dtype
 
     def _write_unwritten(self) -> None:
         """Store the oldest batch of encoded chunks still unwritten."""
@@ -652,10 +688,15 @@ def _column_blocks(grid: tuple[int, ...], per_batch: int) -> Iterator[list[_Bloc
 
 
 def _gather(
-    values: np.ndarray, chunks: tuple[int, ...], fill: Any, blocks: list[_Block]
-) -> tuple[list[_Block], list[np.ndarray], np.ndarray, list[bytes]]:
+    values: np.ndarray,
+    chunks: tuple[int, ...],
+    fill: Any,
+    blocks: list[_Block],
+    spare: collections.deque[np.ndarray],
+) -> tuple[list[_Block], list[np.ndarray], np.ndarray, list[bytes], np.ndarray | None]:
     """The chunks of ``blocks`` of ``values`` (trimmed to its edge), stacked along axis 0,
-    and their digests."""
+    their digests, and the byte buffer they were copied into (taken from ``spare`` if
+    one there is large enough; None when no copy was made)."""
     c0 = chunks[0]
     regions = []
     for column, first, last in blocks:
@@ -665,9 +706,16 @@ def _gather(
     if len(regions) == 1 and regions[0].flags.c_contiguous and regions[0].shape[1:] == chunks[1:]:
         stacked = regions[0]  # already the stored layout: no copy
         batch = [stacked[i : i + c0] for i in range(0, len(stacked), c0)]
-        return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
+        return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch], None
     count = sum(last - first for _, first, last in blocks)
-    stacked = np.empty((count * c0, *chunks[1:]), dtype=values.dtype)
+    stacked_shape = (count * c0, *chunks[1:])
+    buffer = None
+    if values.dtype.hasobject:
+        stacked = np.empty(stacked_shape, dtype=values.dtype)
+    else:
+        nbytes = math.prod(stacked_shape) * values.dtype.itemsize
+        buffer = _take(spare, nbytes)
+        stacked = buffer[:nbytes].view(values.dtype).reshape(stacked_shape)
     batch = []
     row = 0
     for region, (_, first, last) in zip(regions, blocks):
@@ -680,7 +728,17 @@ def _gather(
             where = (slice(start, min(start + c0, len(region))), *across)
             batch.append(target[where])
         row += len(target)
-    return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch]
+    return blocks, batch, stacked, [chunk_hash(chunk) for chunk in batch], buffer
+
+
+def _take(spare: collections.deque[np.ndarray], nbytes: int) -> np.ndarray:
+    """A byte buffer of at least ``nbytes``: one of ``spare`` if it is large enough, else
+    a new one."""
+    try:
+        buffer = spare.popleft()
+    except IndexError:  # none spare
+        return np.empty(nbytes, dtype=np.uint8)
+    return buffer if len(buffer) >= nbytes else np.empty(nbytes, dtype=np.uint8)
 
 
 def _stack_chunks(

@@ -16,11 +16,13 @@ import h5py
 import numpy as np
 
 from h5vc.errors import CorruptDataError, NotVersionedError, UnsupportedFormatError
+from h5vc.hdf5.damage import is_damage
 from h5vc.hdf5.header import check_dataset_header
 from h5vc.hdf5.mappings import Mappings, stored_mappings
 from h5vc.store import layout, timeindex
 from h5vc.store.attributes import read_attributes
 from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.groups import new_group, require_groups
 from h5vc.store.vds import create_virtual_dataset, read_chunk_map
 
 __all__ = [
@@ -82,8 +84,10 @@ def initialize(
     (:data:`~h5vc.store.layout.DATA_VERSION_COMPAT`, one mapping per chunk, no
     time index), which versioned-hdf5 reads and writes too.
     """
-    versions = root.create_group(f"{layout.VERSION_DATA}/{layout.VERSIONS}")
-    first = versions.create_group(layout.FIRST_VERSION)
+    # The versions group stays of the old kind: its attributes are rewritten at every
+    # commit, which in a header full of link messages moves them to new file space.
+    versions = require_groups(root, layout.VERSION_DATA).create_group(layout.VERSIONS)
+    first = new_group(versions, layout.FIRST_VERSION)
     first.attrs[layout.ATTR_TIMESTAMP] = timestamp
     versions.attrs[layout.ATTR_CURRENT_VERSION] = layout.FIRST_VERSION
     versions.attrs[layout.ATTR_DATA_VERSION] = np.int64(data_version)
@@ -102,27 +106,48 @@ def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
             f"so it cannot be initialized."
         )
     version_data = root[layout.VERSION_DATA]
-    if layout.VERSIONS not in version_data:
-        if layout.VERSIONS in _listed_names(version_data):
-            # Listed but not found by name: the group's index of link names is damaged.
-            raise CorruptDataError(
-                f"The group {version_data.name!r} in {filename!r} is damaged and cannot "
-                f"be read: it lists {layout.VERSIONS!r}, which cannot be looked up by name. "
-                f"Run h5vc.verify on the file; restore it from a copy if it was written."
-            )
+    try:
+        found = layout.VERSIONS in version_data
+        versions = version_data[layout.VERSIONS] if found else None
+    except (KeyError, OverflowError) as error:
+        # A link that cannot be looked up or opened (damage HDF5 does not name as
+        # such: an address past the end of the file, or too large to read at).
+        # Damage HDF5 names goes to the caller, which names the layout.
+        if is_damage(error):
+            raise
+        raise _damaged_versions_link(version_data, filename, f"({error})") from error
+    if versions is None:
+        listed = _listed_names(version_data)
+        if listed is None or layout.VERSIONS in listed:
+            # Listed but not found by name (the group's index of link names is
+            # damaged), or the links cannot be listed at all (a damaged name).
+            raise _damaged_versions_link(version_data, filename, "")
         raise NotVersionedError(
             f"Expected a {layout.VERSIONS!r} group in {version_data.name!r} of "
             f"{filename!r}. Got none: this is not a versioned file."
         )
-    return version_data, version_data[layout.VERSIONS]
+    return version_data, versions
 
 
-def _listed_names(group: h5py.Group) -> list[str]:
-    """The link names of ``group`` as its iteration finds them (none if that fails)."""
+def _damaged_versions_link(
+    version_data: h5py.Group, filename: str, detail: str
+) -> CorruptDataError:
+    return CorruptDataError(
+        f"The group {version_data.name!r} in {filename!r} is damaged and cannot be read: "
+        f"its link {layout.VERSIONS!r} cannot be looked up by name{' ' + detail if detail else ''}. "
+        f"Run h5vc.verify on the file; restore it from a copy if it was written."
+    )
+
+
+def _listed_names(group: h5py.Group) -> list[str] | None:
+    """The link names of ``group`` as its iteration finds them (None if that fails:
+    a name that is not UTF-8, or link storage that cannot be read)."""
     try:
-        return list(group)
-    except (KeyError, RuntimeError, OSError, ValueError):
-        return []
+        names = list(group)
+    except (KeyError, RuntimeError, OSError, ValueError, OverflowError):
+        return None
+    # h5py gives a name that is not UTF-8 as bytes.
+    return names if all(isinstance(name, str) for name in names) else None
 
 
 def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
@@ -438,7 +463,7 @@ def copy_attrs(source: h5py.AttributeManager, target: h5py.AttributeManager) -> 
 
 def copy_group(source: h5py.Group, group: h5py.Group, name: str) -> h5py.Group:
     """A new empty group ``group[name]`` with the attributes of ``source``."""
-    sub = group.create_group(name)
+    sub = new_group(group, name)
     write_attrs(sub, read_attributes(source.attrs, frozenset()))
     return sub
 

@@ -1,0 +1,147 @@
+"""How the layout's groups are created: new-style groups, links in the header.
+
+HDF5 has two kinds of group.  The old kind (a symbol table), which h5py creates by
+default in files without ``libver="latest"``, costs a local heap and a B-tree of
+about 9 KiB once a group holds more than a few links: a version group of 100
+datasets is 10 KiB, most of it empty.  The new kind (HDF5 1.8, 2008) keeps up to
+``max_compact`` links as messages in the group's own object header (about 25 bytes
+a link: the same group is 2.5 KiB), and moves them to a fractal heap with a v2
+B-tree past that.  Every reader of HDF5 1.8 or later (h5py, h5dump, versioned-hdf5)
+reads both kinds alike, in the same (alphabetical) order.
+
+At the default library bounds HDF5 makes a group of the new kind only when its
+creation property list tracks link creation order (which would make h5py list the
+group's members in creation order) or holds a filter pipeline (applied to the heap
+of dense storage only).  So the layout's groups get a Fletcher-32 pipeline and a
+compact limit of :data:`COMPACT_LINKS` links.  h5py wraps neither call
+(``H5Pset_fletcher32`` and ``H5Pset_link_phase_change`` on a group creation list):
+they are called on the HDF5 library h5py itself loaded (found among the mapped files
+of the process, opened only if it is loaded already, and checked to be h5py's by its
+version and by a call on one of h5py's property lists).  Where that library cannot be
+found, groups are created as h5py creates them (the old kind).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import pathlib
+from collections.abc import Callable
+
+import h5py
+
+__all__ = ["COMPACT_LINKS", "new_group", "require_groups"]
+
+#: Links kept in a group's header before it moves to dense storage (a lookup scans
+#: the header's link messages, so very large groups are better indexed).
+COMPACT_LINKS = 512
+#: Below this many links a dense group moves back to the header.
+_DENSE_BELOW = 384
+
+
+def new_group(parent: h5py.Group, name: str) -> h5py.Group:
+    """A new group ``parent[name]`` of the new kind (links in its header);
+    ``name`` is one path component."""
+    gcpl = _group_creation()
+    if gcpl is None:
+        return parent.create_group(name)
+    h5py.h5g.create(parent.id, name.encode("utf-8"), gcpl=gcpl)
+    group = parent[name]
+    assert isinstance(group, h5py.Group)
+    return group
+
+
+def require_groups(parent: h5py.Group, path: str) -> h5py.Group:
+    """The group ``parent/path``, creating each missing group of ``path`` with
+    :func:`new_group`."""
+    group = parent
+    for part in path.strip("/").split("/"):
+        if not part:
+            continue
+        if part in group:
+            child = group[part]
+            if not isinstance(child, h5py.Group):
+                raise TypeError(
+                    f"Expected a group at {child.name!r}. Got a {type(child).__name__}."
+                )
+            group = child
+        else:
+            group = new_group(group, part)
+    return group
+
+
+def _group_creation() -> h5py.h5p.PropGCID | None:
+    """A group creation list for a new-style group with compact links, or None."""
+    calls = _group_calls()
+    if calls is None:
+        return None
+    gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+    if not calls(gcpl.id):
+        return None
+    return gcpl
+
+
+@functools.cache
+def _group_calls() -> Callable[[int], bool] | None:
+    """What makes a group creation list new-style with compact links (True when
+    done), through the HDF5 library h5py runs on; None when it cannot be found."""
+    path = _loaded_hdf5()
+    if path is None:
+        return None
+    try:
+        # h5py's lock around every call into HDF5 (its library is not thread-safe).
+        from h5py._objects import phil
+
+        library = ctypes.CDLL(str(path), mode=_OPEN_LOADED)
+        phase = library.H5Pset_link_phase_change
+        fletcher = library.H5Pset_fletcher32
+        version = library.H5get_libversion
+    except (ImportError, OSError, AttributeError):
+        return None
+    phase.argtypes = [ctypes.c_int64, ctypes.c_uint, ctypes.c_uint]
+    phase.restype = ctypes.c_int
+    fletcher.argtypes = [ctypes.c_int64]
+    fletcher.restype = ctypes.c_int
+    version.argtypes = [ctypes.POINTER(ctypes.c_uint)] * 3
+    version.restype = ctypes.c_int
+    numbers = [ctypes.c_uint() for _ in range(3)]
+    with phil:
+        found = version(*numbers)
+    if found < 0 or tuple(n.value for n in numbers) != h5py.version.hdf5_version_tuple:
+        return None  # not the library h5py's own identifiers belong to
+
+    def calls(gcpl: int) -> bool:
+        with phil:
+            return phase(gcpl, COMPACT_LINKS, _DENSE_BELOW) >= 0 and fletcher(gcpl) >= 0
+
+    # A library that does not know h5py's identifiers fails here.  (The list is
+    # kept in a name: its identifier is closed as soon as the object is freed.)
+    probe = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+    if not calls(probe.id):
+        return None
+    return calls
+
+
+#: dlopen flags: only a library already loaded (where the flag exists).
+_OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
+
+
+def _loaded_hdf5() -> pathlib.Path | None:
+    """The file of the HDF5 library mapped into this process (Linux), or the one
+    shipped in h5py's wheel."""
+    maps = pathlib.Path("/proc/self/maps")
+    candidates: list[pathlib.Path] = []
+    try:
+        for line in maps.read_text().splitlines():
+            name = line.rpartition(" ")[2]
+            base = os.path.basename(name)
+            if base.startswith("libhdf5") and not base.startswith("libhdf5_hl") and ".so" in base:
+                candidates.append(pathlib.Path(name))
+    except OSError:
+        pass
+    if not candidates:
+        package = pathlib.Path(h5py.__file__).parent
+        for folder in (package.parent / "h5py.libs", package / ".dylibs"):
+            candidates.extend(sorted(folder.glob("libhdf5.*")) + sorted(folder.glob("libhdf5-*")))
+    return candidates[0] if candidates else None
