@@ -17,13 +17,16 @@ edits 100 elements of different chunks; the first commits, the second commits wi
 (``rebase_commit_s``: the ``commit`` call alone, against ``plain_commit_s``, the same
 call with nothing to rebase). h5vc instead merges branches: branch ``feature`` makes the 10 commits above
 while ``trunk`` makes one commit of its own; ``merge_s`` is ``merge("feature",
-into="trunk")`` (a three-way merge, no chunk changed on both sides). Every result is
+into="trunk")`` (a three-way merge, no chunk changed on both sides), timed after the
+merge code is loaded; the first merge of a process also loads it
+(``merge_code_import_s``, timed on its own). Every result is
 read back and compared with the expected array. h5vc's file is opened with
 ``h5vc.open(path, "r+")``; Icechunk's settings are in ``_icechunk.py``.
 """
 
 from __future__ import annotations
 
+import importlib
 import pathlib
 import sys
 from typing import Any
@@ -92,6 +95,7 @@ def run_h5vc(path: pathlib.Path, size: dict[str, int]) -> Metrics:
         fast_forward, _ = timed(lambda: vf.merge("feature", into="b00"))
         with vf.stage_version("t0", branch="trunk", make_current=False) as g:
             g["x"][starts[commits] : starts[commits] + EDIT] = values[commits]
+        loading, _ = timed(lambda: importlib.import_module("h5vc.lifecycle.merge"))
         merge, _ = timed(lambda: vf.merge("feature", into="trunk", name="merged"))
         feature = applied(data, starts, values, range(commits))
         check_equal(vf[vf.branches["b00"]]["x"][:], feature, "fast-forwarded branch")
@@ -102,6 +106,7 @@ def run_h5vc(path: pathlib.Path, size: dict[str, int]) -> Metrics:
         "branch_commit_s": branch_commit,
         "fast_forward_s": fast_forward,
         "merge_s": merge,
+        "merge_code_import_s": loading,
     }
 
 

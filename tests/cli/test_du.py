@@ -236,12 +236,18 @@ def test_du_of_a_read_only_file_reads_the_tree_from_its_bytes(tangled, monkeypat
     assert set(general) == twice
 
 
-@pytest.mark.parametrize("reader", ["many_links", "many_datasets", "many_mappings"])
+@pytest.mark.parametrize(
+    "reader", ["many_links", "many_compact_links", "many_datasets", "many_mappings"]
+)
 def test_du_reads_the_same_counts_one_object_at_a_time(tangled, monkeypatch, reader):
-    """The groups, headers and mapping lists read many at once and those read one by
-    one (rows of a shape the bulk readers leave out) give the same counts."""
+    """The groups (of either kind), headers and mapping lists read many at once and
+    those read one by one (rows of a shape the bulk readers leave out) give the same
+    counts."""
     from h5vc.cli import _stats
 
+    if reader == "many_links":  # groups of the old kind (a symbol table)
+        with h5py.File(tangled, "r+") as f:
+            _new_style(f["_version_data/versions"], 0)
     with h5vc.open(str(tangled)) as vf:
         at_once = _as_brute(vf)
         expected = brute_force(vf)
@@ -341,3 +347,135 @@ def test_du_of_a_file_with_a_user_block(tmp_path, monkeypatch):
         expected = brute_force(vf)
     assert got == expected
     assert got["datasets"]["x"]["versions"] == 2
+
+
+def _new_style(group: h5py.Group, header: int) -> None:
+    """Make every group below ``group`` (and not ``group``) a group keeping its links
+    as link messages in its object header (of version ``header``; 0: a group of the
+    old kind, a symbol table), holding the same objects (hard links to them) and
+    attributes."""
+    for name in list(group):
+        if group.get(name, getlink=True).__class__ is not h5py.HardLink:
+            continue
+        old = group[name]
+        if not isinstance(old, h5py.Group):
+            continue
+        _new_style(old, header)
+        gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
+        if header:
+            gcpl.set_link_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
+        if header == 2:  # attribute creation order needs a version-2 header
+            gcpl.set_attr_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
+        h5py.h5g.create(group.id, b"_new", gcpl=gcpl)
+        new = group["_new"]
+        for member in old:
+            new[member] = old[member]
+        for key, value in old.attrs.items():
+            new.attrs[key] = value
+        del group[name]
+        group.move("_new", name)
+
+
+@pytest.fixture(params=[1, 2])
+def new_style(tangled: Path, request: Any) -> Path:
+    """``tangled`` with every group below the versions group made a group of links
+    kept in its object header, of version 1 or 2."""
+    with h5py.File(tangled, "r+") as f:
+        _new_style(f["_version_data/versions"], request.param)
+    return tangled
+
+
+def test_du_of_groups_keeping_links_in_their_headers(new_style, monkeypatch):
+    """Groups keeping their links as link messages in version-1 or version-2 object
+    headers are read from the file's bytes: nothing is walked through HDF5, and du
+    counts what a walk over every chunk map counts."""
+    from h5vc.cli import _stats
+
+    with h5py.File(new_style, "r") as f:
+        group = f["_version_data/versions/v1"]
+        assert group.id.get_create_plist().get_link_creation_order()  # new-style
+
+    def refuse(*args: Any) -> Any:
+        raise AssertionError("walked through HDF5")
+
+    with h5vc.open(str(new_style)) as vf:
+        expected = brute_force(vf)
+    monkeypatch.setattr(_stats, "_objects", refuse)
+    with h5vc.open(str(new_style)) as vf:
+        got = _as_brute(vf)
+    assert got == expected
+    assert len(got["versions"]) == 6 and len(got["datasets"]) == 7
+
+
+def test_du_of_groups_keeping_links_in_dense_storage(tmp_path):
+    """A group of more links than its header keeps (a fractal heap) is left to HDF5:
+    du counts the same."""
+    path = tmp_path / "dense.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v0") as g:
+            for number in range(12):
+                g.create_dataset(f"d{number:02d}", data=np.arange(6.0) + number, chunks=(3,))
+        with vf.stage_version("v1") as g:
+            g["d03"][0] = -1.0
+    with h5py.File(path, "r+") as f:
+        _new_style(f["_version_data/versions"], 2)
+    with h5py.File(path, "r") as f:
+        from h5vc.hdf5.filebytes import FileBytes, Unreadable
+
+        address = h5py.h5o.get_info(f["_version_data/versions/v1"].id).addr
+        file_bytes = FileBytes.of(f)
+        assert file_bytes is not None
+        with file_bytes, pytest.raises(Unreadable, match="dense"):
+            file_bytes.links(file_bytes.header(address))  # 12 links: more than 8
+    with h5vc.open(str(path)) as vf:
+        got = _as_brute(vf)
+        expected = brute_force(vf)
+    assert got == expected
+    assert got["datasets"]["d03"]["versions"] == 2
+
+
+@pytest.mark.parametrize("header", [1, 2])
+def test_du_of_a_damaged_link_message_raises_corrupt_data(tangled, tmp_path, header):
+    """A link message whose name runs past its message (in a header of either version:
+    a version-2 header's checksum then disagrees too) is damage: CorruptDataError."""
+    from h5vc.errors import CorruptDataError
+
+    with h5py.File(tangled, "r+") as f:
+        _new_style(f["_version_data/versions"], header)
+    with h5py.File(tangled, "r") as f:
+        address = h5py.h5o.get_info(f["_version_data/versions/v5"].id).addr
+    data = bytearray(tangled.read_bytes())
+    at = data.index(b"sparse", address)  # the name of a link of v5
+    assert data[at - 1] == len(b"sparse")  # its one-byte length
+    data[at - 1] = 0xF0
+    damaged = tmp_path / "damaged.h5"
+    damaged.write_bytes(bytes(data))
+    with h5vc.open(str(damaged)) as vf, pytest.raises(CorruptDataError):
+        disk_usage(vf)
+
+
+def test_du_reads_groups_of_link_messages_at_once_and_one_by_one(tangled, monkeypatch):
+    """Groups keeping link messages in version-1 headers are read many at once; read
+    one by one instead, du counts the same."""
+    from h5vc.cli import _stats
+
+    with h5py.File(tangled, "r+") as f:
+        _new_style(f["_version_data/versions"], 1)
+    with h5vc.open(str(tangled)) as vf:
+        expected = brute_force(vf)
+    real = _stats.many_compact_links
+    read_at_once: list[Any] = []
+
+    def spy(*args: Any) -> Any:
+        found = real(*args)
+        read_at_once.extend(row for row in found if row is not None)
+        return found
+
+    monkeypatch.setattr(_stats, "many_compact_links", spy)
+    with h5vc.open(str(tangled)) as vf:
+        at_once = _as_brute(vf)
+    assert len(read_at_once) >= 6  # the version groups at least
+    monkeypatch.setattr(_stats, "many_compact_links", lambda f, rows: [None] * len(rows))
+    with h5vc.open(str(tangled)) as vf:
+        one_by_one = _as_brute(vf)
+    assert at_once == one_by_one == expected

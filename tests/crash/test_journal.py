@@ -239,7 +239,8 @@ def test_a_failing_disk_leaves_the_last_commit_point(tmp_path: Path) -> None:
         assert path.read_bytes() == before
     else:
         pytest.fail("the commit never got through")
-    assert failing > 20, "the commit writes many times"
+    # every write of the commit was made to fail once (the loop ends past the last)
+    assert failing > 10, "the commit writes many times"
     with h5vc.open(str(path)) as vf:
         assert vf.versions == ["v1", "v2"]
         assert vf["v2"]["x"][8:12].tolist() == [8, 9, -1, -1]

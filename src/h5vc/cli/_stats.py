@@ -29,11 +29,14 @@ from h5vc.cli._columns import (
     new_sample_bytes,
     sample_usage,
 )
+from h5vc.errors import CorruptDataError
+from h5vc.hdf5.damage import damaged
 from h5vc.hdf5.filebytes import (
     FileBytes,
     Header,
     ManyDatasets,
     Unreadable,
+    many_compact_links,
     many_datasets,
     many_links,
     many_mappings,
@@ -352,7 +355,16 @@ def _children(versions: h5py.Group) -> _Children:
             # links it has: only groups with members become keys.
             found.members.setdefault(addresses[parent], []).append((leaf.decode(), address, name))
 
-    versions.id.links.visit(visit, idx_type=h5py.h5.INDEX_NAME, info=True)
+    filename = versions.file.filename
+    with damaged(filename, "a group of versions"):
+        try:
+            versions.id.links.visit(visit, idx_type=h5py.h5.INDEX_NAME, info=True)
+        except RuntimeError as error:  # HDF5 could not decode a group's links
+            raise CorruptDataError(
+                f"a group of versions in {filename!r} is damaged and cannot be read: "
+                f"{error}. Run h5vc.verify on the file; restore it from a copy if it "
+                f"was written."
+            ) from error
     return found
 
 
@@ -490,7 +502,7 @@ def _objects_from_bytes(
     row_of: dict[int, int] = {}  # of the datasets read at once: their row in `levels`
     levels: list[tuple[list[int], ManyDatasets]] = []
     frontier = list(dict.fromkeys(root_of[version] for version in names))
-    for address, links in zip(frontier, many_links(file_bytes, frontier)):
+    for address, links in zip(frontier, _many_groups(file_bytes, frontier)):
         if links is None:
             links = file_bytes.links(file_bytes.header(address))
             if links is None:
@@ -511,9 +523,16 @@ def _objects_from_bytes(
         first_row = sum(len(done) for done, _ in levels)
         levels.append((members, read))
         frontier = []
+        others = [address for address, good in zip(members, read.ok.tolist()) if not good]
+        groups = dict(zip(others, _many_groups(file_bytes, others)))
         for row, (address, good) in enumerate(zip(members, read.ok.tolist())):
             if good:
                 row_of[address] = first_row + row
+                continue
+            links = groups[address]
+            if links is not None:
+                links_of[address] = links
+                frontier.append(address)
                 continue
             header = file_bytes.header(address)
             links = file_bytes.links(header)
@@ -530,6 +549,17 @@ def _objects_from_bytes(
             known = headers.get(obj.address)
             fast = _plain(file_bytes, stores, known or file_bytes.header(obj.address))
         found.append((obj, fast))
+    return found
+
+
+def _many_groups(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
+    """The links of the groups at ``addresses`` read at once, of either kind
+    (:func:`many_links`, :func:`many_compact_links`); None for the others."""
+    found = many_links(file_bytes, addresses)
+    left = [i for i, links in enumerate(found) if links is None]
+    if left:
+        for i, links in zip(left, many_compact_links(file_bytes, [addresses[i] for i in left])):
+            found[i] = links
     return found
 
 

@@ -6,17 +6,19 @@ walking the links of 10,000 version groups opens each one (``H5Lvisit``: 0.4 s),
 list in their general form (70 us a dataset).  :class:`FileBytes` maps the file into
 memory once and reads what such a walk needs with a few ``struct`` calls per object:
 
-- the messages of a version-1 object header (:meth:`FileBytes.header`);
+- the messages of an object header (:meth:`FileBytes.header`);
 - the members of a group (:meth:`FileBytes.links`) kept in a symbol table (version-1
-  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version);
+  B-tree, symbol nodes, local heap: HDF5's default for files of every h5vc version),
+  or as link messages in its object header (compact storage of a new-style group, in
+  a version-1 header or a version-2 one, whose checksums are checked);
 - a dataset's dimensions and element size (:meth:`FileBytes.dims`,
   :meth:`FileBytes.element`);
 - a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
   versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
   selections are version-1 hyperslab blocks.
 
-Anything else (version-2 headers, groups keeping links as link messages, soft links,
-other encodings) and any length or signature that disagrees with the bytes raises
+Anything else (dense link storage in a fractal heap, soft or external links, other
+encodings) and any length or signature that disagrees with the bytes raises
 :class:`Unreadable`, or answers None where the caller can read that one object through
 the general readers: those readers (and HDF5) then read it and report damage as damage.
 
@@ -46,8 +48,10 @@ __all__ = [
     "Mappings",
     "Unreadable",
     "many_datasets",
+    "many_compact_links",
     "many_links",
     "many_mappings",
+    "lookup3",
 ]
 
 _DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
@@ -168,14 +172,16 @@ class FileBytes:
         return self.base + address
 
     def header(self, address: int) -> Header:
-        """The messages of the version-1 object header at ``address``, continuation
-        blocks followed, up to the first symbol table message (a group's), or the
-        first dataspace, datatype and layout messages (a dataset's)."""
-        data, message = self.map, _MESSAGE.unpack_from
+        """The messages of the object header at ``address`` (version 1, or version 2
+        with its checksums checked), continuation blocks followed, up to the first
+        symbol table message (a group's), or the first dataspace, datatype and layout
+        messages (a dataset's)."""
+        data = self.map
         start = self._at(address, 16)
-        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
         if data[start : start + 4] == b"OHDR":
-            raise Unreadable(f"a version-2 object header at {address}")
+            return self._header_v2(address, start)
+        message = _MESSAGE.unpack_from
+        version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
         if version != 1 or chunk_size > _MAX_BLOCK:
             raise Unreadable(f"an object header of version {version} at {address}")
         found: dict[int, tuple[int, int]] = {}
@@ -195,23 +201,72 @@ class FileBytes:
                 if seen > n_messages:
                     raise Unreadable(f"more messages than the {n_messages} the header counts")
                 if kind == _CONTINUATION:
-                    if length < self._pair.size:
-                        raise Unreadable("a continuation message is too short")
-                    target, nbytes = self._pair.unpack_from(data, pos)
-                    if nbytes > _MAX_BLOCK:
-                        raise Unreadable(f"a continuation block of {nbytes} bytes")
-                    blocks.append((self._at(target, nbytes), nbytes))
-                elif kind == _LINK:
-                    header.links.append((pos, length))
-                elif kind not in found and not flags & _SHARED:
-                    found[kind] = (pos, length)
-                    if kind == _SYMBOL_TABLE or (
-                        kind in _DATASET
-                        and _DATASPACE in found
-                        and _DATATYPE in found
-                        and _LAYOUT in found
-                    ):
-                        return header
+                    blocks.append(self._continuation(pos, length, 0))
+                elif self._note(header, kind, flags, pos, length):
+                    return header
+                pos += length
+        return header
+
+    def _note(self, header: Header, kind: int, flags: int, pos: int, length: int) -> bool:
+        """Keep message ``kind`` at ``pos`` in ``header``; True once the header has
+        shown what its object is (see :meth:`header`)."""
+        found = header.messages
+        if kind == _LINK:
+            header.links.append((pos, length))
+        elif kind not in found and not flags & _SHARED:
+            found[kind] = (pos, length)
+            return kind == _SYMBOL_TABLE or (
+                kind in _DATASET and _DATASPACE in found and _DATATYPE in found and _LAYOUT in found
+            )
+        return False
+
+    def _continuation(self, pos: int, length: int, signature: int) -> tuple[int, int]:
+        """The block (offset in the map, size) a continuation message at ``pos``
+        points to, less ``signature`` bytes at its start."""
+        if length < self._pair.size:
+            raise Unreadable("a continuation message is too short")
+        target, nbytes = self._pair.unpack_from(self.map, pos)
+        if nbytes > _MAX_BLOCK or nbytes < signature:
+            raise Unreadable(f"a continuation block of {nbytes} bytes")
+        return self._at(target, nbytes), nbytes
+
+    def _header_v2(self, address: int, start: int) -> Header:
+        """:meth:`header` of the version-2 object header at ``address`` (``start`` in
+        the map): every block's checksum is checked."""
+        data = self.map
+        version, flags = data[start + 4], data[start + 5]
+        if version != 2 or flags & ~0x3F:
+            raise Unreadable(f"a version-2 object header of an unknown form at {address}")
+        prefix = 6 + (16 if flags & 0x20 else 0) + (4 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        self._at(address, prefix + width)
+        chunk_size = int.from_bytes(data[start + prefix : start + prefix + width], "little")
+        if chunk_size > _MAX_BLOCK:
+            raise Unreadable(f"an object header block of {chunk_size} bytes")
+        self._at(address, prefix + width + chunk_size + 4)
+        # (start of the checksummed bytes, start of the messages, end of the messages)
+        blocks = [(start, start + prefix + width, start + prefix + width + chunk_size)]
+        header = Header({}, [])
+        size_of = 6 if flags & 0x04 else 4  # type, size, flags (, creation order)
+        for first, pos, end in blocks:
+            if lookup3(data[first:end]) != _U32.unpack_from(data, end)[0]:
+                raise Unreadable(f"an object header block whose checksum disagrees at {address}")
+            while end - pos >= size_of:  # fewer bytes are a gap
+                kind, length, message_flags = (
+                    data[pos],
+                    _U16.unpack_from(data, pos + 1)[0],
+                    data[pos + 3],
+                )
+                pos += size_of
+                if pos + length > end:
+                    raise Unreadable(f"a message of {length} bytes does not fit its block")
+                if kind == _CONTINUATION:
+                    block, nbytes = self._continuation(pos, length, 8)
+                    if data[block : block + 4] != b"OCHK":
+                        raise Unreadable("no object header continuation block")
+                    blocks.append((block, block + 4, block + nbytes - 4))
+                elif self._note(header, kind, message_flags, pos, length):
+                    return header
                 pos += length
         return header
 
@@ -228,13 +283,60 @@ class FileBytes:
             found: list[tuple[str, int]] = []
             for node in self._symbol_nodes(btree, 0):
                 found += self._symbols(node, names)
-        elif _LINK_INFO in header.messages or header.links:
-            raise Unreadable("a group keeping its links as link messages")
+        elif _LINK_INFO in header.messages:
+            self._compact(header.messages[_LINK_INFO])
+            found = [self._link(pos, length) for pos, length in header.links]
+        elif header.links:
+            raise Unreadable("link messages in an object that is not a group")
         else:
             return None
         if len(found) > 1:
             found.sort(key=_name_bytes)
         return found
+
+    def _compact(self, info: tuple[int, int]) -> None:
+        """Check that the link info message at ``info`` keeps the links in the header
+        (compact storage), not in a fractal heap (dense storage)."""
+        pos, length = info
+        data = self.map
+        if length < 2 or data[pos] != 0 or data[pos + 1] & ~0x03:
+            raise Unreadable("a link info message of an unknown form")
+        at = pos + 2 + (8 if data[pos + 1] & 0x01 else 0)
+        if at + self.sizeof_addr > pos + length:
+            raise Unreadable("a link info message is too short")
+        if self._addr.unpack_from(data, at)[0] != self.undefined:
+            raise Unreadable("a group keeping its links in dense storage")
+
+    def _link(self, pos: int, length: int) -> tuple[str, int]:
+        """The name and target of the hard link message at ``pos``."""
+        data = self.map
+        end = pos + length
+        if length < 3 or data[pos] != 1 or data[pos + 1] & ~0x1F:
+            raise Unreadable("a link message of an unknown form")
+        flags = data[pos + 1]
+        at = pos + 2
+        kind = 0
+        if flags & 0x08:
+            kind = data[at]
+            at += 1
+        at += (8 if flags & 0x04 else 0) + (1 if flags & 0x10 else 0)
+        width = 1 << (flags & 0x03)
+        size = int.from_bytes(data[at : at + width], "little")
+        at += width
+        if kind != 0:
+            raise Unreadable("a soft link" if kind == 1 else "an external or user-defined link")
+        if size == 0 or at + size + self.sizeof_addr > end:
+            raise Unreadable(f"a link name of {size} bytes does not fit its message")
+        try:
+            name = data[at : at + size].decode()
+        except UnicodeDecodeError:
+            raise Unreadable("a link name that is not UTF-8") from None
+        return name, self._addr.unpack_from(data, at + size)[0]
+
+    def is_dataset(self, header: Header) -> bool:
+        """Whether the object whose header is ``header`` is a dataset (it has a
+        layout message)."""
+        return _LAYOUT in header.messages
 
     def _local_heap(self, address: int) -> bytes:
         """The data segment of the local heap at ``address``."""
@@ -544,11 +646,14 @@ def _walk_many(
     addresses: list[int],
     kinds: tuple[int, ...],
     others: tuple[int, ...],
+    every: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the first unshared message of each of ``kinds`` is in the version-1
     headers at ``addresses`` (``(n, len(kinds))`` body addresses and lengths), and
     which rows were read: not those where a message of ``others`` comes first, nor
-    those with two continuations in one block, or whose bytes disagree."""
+    those with two continuations in one block, or whose bytes disagree.  With
+    ``every``, each header is walked to its end and its link messages are appended
+    to ``every`` as ``(rows, body addresses, lengths)``."""
     n = len(addresses)
     size_of_file = np.uint64(file_bytes.size)
     where = np.asarray(addresses, dtype=np.uint64)
@@ -604,9 +709,14 @@ def _walk_many(
             hit &= length[at, column] == 0
             body[at[hit], column] = pos[at[hit]] + np.uint64(8)
             length[at[hit], column] = size[hit].astype(np.int64) + 1
+        if every is not None:
+            link = step_ok & (kind == _LINK)
+            every.append((at[link], pos[at[link]] + np.uint64(8), size[link]))
         ok[at[~step_ok]] = False
         pos[at] = after
-        active[at] = step_ok & ~(length[at] > 0).all(axis=1)
+        active[at] = step_ok & (every is not None or ~(length[at] > 0).all(axis=1))
+    else:  # headers of more messages than walked at once
+        ok[np.flatnonzero(active & ((pos < end) | (next_end > 0)))] = False
     ok &= (length > 0).all(axis=1)
     return body, length - 1, ok
 
@@ -666,6 +776,73 @@ def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[s
         np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
     )
     text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
+    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
+    for group, name, address in zip(
+        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
+    ):
+        links = found[group]
+        assert links is not None
+        links.append((text[name], address))
+    return found
+
+
+def many_compact_links(
+    file_bytes: FileBytes, addresses: list[int]
+) -> list[list[tuple[str, int]] | None]:
+    """:meth:`FileBytes.links` of the groups at ``addresses`` that keep their links
+    as link messages in a version-1 header (compact storage), for link messages of
+    hard links with names of one-byte length; None for the others (and for any
+    object that is not such a group)."""
+    n = len(addresses)
+    if not n or not _plain_sizes(file_bytes):
+        return [None] * n
+    rows = _Rows(file_bytes)
+    size_of_file = np.uint64(file_bytes.size)
+    every: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    body, length, ok = _walk_many(
+        file_bytes, rows, addresses, (_LINK_INFO,), (_SYMBOL_TABLE, _LAYOUT), every
+    )
+    # The link info message: version 0, flags, (creation order,) fractal heap address.
+    info = rows.at(body[:, 0], 18, ok)
+    flags = info[:, 1].astype(np.int64)
+    heap_at = 2 + 8 * (flags & 1)
+    ok &= (info[:, 0] == 0) & (flags & ~0x03 == 0) & (length[:, 0] >= heap_at + 8)
+    ok &= _field(info, heap_at, 8) == undefined_of(file_bytes)  # compact storage
+    nothing = np.zeros(0, dtype=np.uint64)
+    row = np.concatenate([r for r, _, _ in every] + [np.zeros(0, dtype=np.int64)])
+    at = np.concatenate([a for _, a, _ in every] + [nothing])
+    size = np.concatenate([z for _, _, z in every] + [nothing]).astype(np.int64)
+    # A link message: version 1, flags, (type,) (creation order,) (charset,) name
+    # length, name, address.
+    link_ok = np.ones(len(row), dtype=bool)
+    head = rows.at(at, 12, link_ok)
+    link_flags = head[:, 1].astype(np.int64)
+    link_ok &= (head[:, 0] == 1) & (link_flags & ~0x1F == 0) & (link_flags & 0x03 == 0)
+    typed = (link_flags >> 3) & 1
+    link_ok &= (typed == 0) | (head[:, 2] == 0)  # a hard link
+    length_at = 2 + typed + 8 * ((link_flags >> 2) & 1) + ((link_flags >> 4) & 1)
+    name_size = np.take_along_axis(head, length_at[:, None], axis=1)[:, 0].astype(np.int64)
+    name_at = length_at + 1
+    link_ok &= (name_size > 0) & (name_size <= _NAME_WINDOW)
+    link_ok &= size >= name_at + name_size + 8
+    window = rows.at(at + name_at.astype(np.uint64), _NAME_WINDOW + 8, link_ok)
+    target = _field(window, np.minimum(name_size, _NAME_WINDOW), 8)
+    link_ok &= target < size_of_file
+    in_name = np.arange(_NAME_WINDOW) < name_size[:, None]
+    link_ok &= ~((window[:, :_NAME_WINDOW] == 0) & in_name).any(axis=1)  # no NUL in a name
+    ok[row[~link_ok]] = False
+    keep = ok[row]
+    row, window, target, name_size = row[keep], window[keep], target[keep], name_size[keep]
+    window = window[:, :_NAME_WINDOW].copy()
+    window[np.arange(_NAME_WINDOW) >= name_size[:, None]] = 0
+    names, rank = np.unique(
+        np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0], return_inverse=True
+    )
+    try:
+        text = [bytes(name).rstrip(b"\0").decode() for name in names]
+    except UnicodeDecodeError:
+        return [None] * n
     found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
     order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
     for group, name, address in zip(
@@ -819,3 +996,49 @@ def many_mappings(
         source=np.concatenate(sources).astype(np.int64)[order],
         virtual=np.concatenate(virtuals).astype(np.int64)[order],
     )
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _rot(x: int, k: int) -> int:
+    return ((x << k) | (x >> (32 - k))) & _M32
+
+
+def lookup3(key: bytes) -> int:
+    """The checksum HDF5 keeps after its version-2 metadata blocks: Bob Jenkins'
+    lookup3 hash (``hashlittle``) of ``key`` with an initial value of 0."""
+    length = len(key)
+    a = b = c = (0xDEADBEEF + length) & _M32
+    if not length:
+        return c
+    padded = bytes(key) + b"\0" * (-length % 12)
+    words = struct.unpack(f"<{len(padded) // 4}I", padded)
+    last = len(words) - 3
+    for i in range(0, last, 3):
+        a = (a + words[i]) & _M32
+        b = (b + words[i + 1]) & _M32
+        c = (c + words[i + 2]) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 4)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 6)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 8)
+        b = (b + a) & _M32
+        a = ((a - c) & _M32) ^ _rot(c, 16)
+        c = (c + b) & _M32
+        b = ((b - a) & _M32) ^ _rot(a, 19)
+        a = (a + c) & _M32
+        c = ((c - b) & _M32) ^ _rot(b, 4)
+        b = (b + a) & _M32
+    a = (a + words[last]) & _M32
+    b = (b + words[last + 1]) & _M32
+    c = (c + words[last + 2]) & _M32
+    c = ((c ^ b) - _rot(b, 14)) & _M32
+    a = ((a ^ c) - _rot(c, 11)) & _M32
+    b = ((b ^ a) - _rot(a, 25)) & _M32
+    c = ((c ^ b) - _rot(b, 16)) & _M32
+    a = ((a ^ c) - _rot(c, 4)) & _M32
+    b = ((b ^ a) - _rot(a, 14)) & _M32
+    c = ((c ^ b) - _rot(b, 24)) & _M32
+    return c

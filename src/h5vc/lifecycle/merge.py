@@ -17,8 +17,6 @@ from typing import Any
 import h5py
 import numpy as np
 
-from h5vc.columns import ATTR_COLUMN
-from h5vc.columns.history import merge_column
 from h5vc.errors import (
     InvalidOptionError,
     MergeConflictError,
@@ -191,6 +189,8 @@ class Merger:
             return side
 
         groups = (base, ours[name], theirs[name])
+        from h5vc.columns.history import merge_column  # loaded by the first column merged
+
         merged = merge_column(self.state, self.names, path, groups, resolve)
         if merged is None:  # different samples: the columns have nothing in common
             side = self._conflict(Conflict(path, "type"))
@@ -303,7 +303,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def layout_is_column(*groups: h5py.Group) -> bool:
     """Whether every one of ``groups`` is a sample column."""
-    return all(isinstance(g, h5py.Group) and ATTR_COLUMN in g.attrs for g in groups)
+    return all(isinstance(g, h5py.Group) and layout.ATTR_COLUMN in g.attrs for g in groups)
 
 
 def _info(group: h5py.Group | None, name: str) -> tuple[int, int] | None:

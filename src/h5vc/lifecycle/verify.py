@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import h5py
 import numpy as np
@@ -23,12 +23,29 @@ import numpy as np
 from h5vc.columns.history import check_samples
 from h5vc.errors import H5vcError, StageInProgressError
 from h5vc.hashing import chunk_hash, prefetch
+from h5vc.hdf5.filebytes import (
+    FileBytes,
+    Unreadable,
+    lookup3,
+    many_compact_links,
+    many_datasets,
+    many_links,
+)
+from h5vc.hdf5.header import (
+    DATASPACE,
+    LAYOUT,
+    StoredHeader,
+    dataspace_dims,
+    stored_messages_at,
+)
+from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import (
     ChunkMap,
     RawDataStore,
     RebuiltTables,
     layout,
     legacy,
+    read_chunk_map,
     slot_windows,
     source_name,
     timeindex,
@@ -147,9 +164,10 @@ def verify(f: Any, *, progress: ProgressCallback | None = None) -> VerifyReport:
     total = n_objects + sum(store.n_slots for store in stores.values())
     done = 0
     uses = {path: _SlotUse(store.n_slots) for path, store in stores.items()}
+    collections: dict[int, dict[int, bytes]] = {}  # global heap collections read
     for path, objects in datasets.items():
         for obj in objects.values():
-            _check_object(state, stores.get(path), obj, uses.get(path), report)
+            _check_object(state, stores.get(path), obj, uses.get(path), report, collections)
             done += 1
             if progress is not None:
                 progress(done, total)
@@ -277,7 +295,17 @@ def _check_current_and_index(state: FileState, known: set[str], report: VerifyRe
 
 
 def _versions_by_object(state: FileState, names: list[str]) -> dict[int, set[str]]:
-    """Object address -> every version that holds it (through shared groups too)."""
+    """Dataset object address -> every version that holds it (through shared groups
+    too).  A file open read-only is read from its bytes where they are of a form
+    :mod:`h5vc.hdf5.filebytes` reads; otherwise (and where they disagree with
+    themselves: HDF5 then reports the damage) through HDF5."""
+    file_bytes = FileBytes.of(state.versions.file)
+    if file_bytes is not None:
+        with file_bytes:
+            try:
+                return _holders_from_bytes(state, file_bytes, names)
+            except Unreadable:
+                pass
     holders: dict[int, set[str]] = defaultdict(set)
     for name in names:
         for _, parent, member in tree.walk_version(state.versions[name]):
@@ -285,6 +313,88 @@ def _versions_by_object(state: FileState, names: list[str]) -> dict[int, set[str
             if info.type == h5py.h5o.TYPE_DATASET:
                 holders[int(info.addr)].add(name)
     return holders
+
+
+#: Groups nested deeper than this in a version are a cycle of hard links.
+_MAX_DEPTH = 256
+
+
+def _holders_from_bytes(
+    state: FileState, file_bytes: FileBytes, names: list[str]
+) -> dict[int, set[str]]:
+    """:func:`_versions_by_object` read from the file's bytes, level by level (the
+    groups of one level at once, then their members at once); raises
+    :class:`Unreadable` where the tree is not of a form read there."""
+    roots = file_bytes.links(file_bytes.header(int(h5py.h5o.get_info(state.versions.id).addr)))
+    if roots is None:
+        raise Unreadable("the versions group is not a group")
+    root_of = dict(roots)
+    links_of: dict[int, list[tuple[str, int]]] = {}
+    datasets: set[int] = set()
+    others: set[int] = set()
+    frontier = list(dict.fromkeys(root_of[name] for name in names if name in root_of))
+    if len(frontier) < len(set(names)):
+        raise Unreadable("a version without a group")
+    for address, links in zip(frontier, _groups(file_bytes, frontier)):
+        if links is None:
+            raise Unreadable("a version that is not a group")
+        links_of[address] = links
+    while frontier:
+        members = list(
+            dict.fromkeys(
+                member
+                for group in frontier
+                for _, member in links_of[group]
+                if member not in links_of and member not in datasets and member not in others
+            )
+        )
+        read = many_datasets(file_bytes, members)
+        rest = [address for address, good in zip(members, read.ok.tolist()) if not good]
+        datasets.update(address for address, good in zip(members, read.ok.tolist()) if good)
+        frontier = []
+        for address, links in zip(rest, _groups(file_bytes, rest)):
+            if links is not None:
+                links_of[address] = links
+                frontier.append(address)
+            elif file_bytes.is_dataset(file_bytes.header(address)):
+                datasets.add(address)
+            else:
+                others.add(address)
+    below: dict[int, frozenset[int]] = {}
+    open_groups: set[int] = set()
+
+    def datasets_below(group: int) -> frozenset[int]:
+        found = below.get(group)
+        if found is not None:
+            return found
+        if group in open_groups or len(open_groups) > _MAX_DEPTH:
+            raise Unreadable("a group that holds itself")
+        open_groups.add(group)
+        held: set[int] = set()
+        for _, member in links_of[group]:
+            if member in links_of:
+                held |= datasets_below(member)
+            elif member in datasets:
+                held.add(member)
+        open_groups.discard(group)
+        found = below[group] = frozenset(held)
+        return found
+
+    holders: dict[int, set[str]] = defaultdict(set)
+    for name in names:
+        for address in datasets_below(root_of[name]):
+            holders[address].add(name)
+    return holders
+
+
+def _groups(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
+    """The links of the groups at ``addresses`` (read at once where their form allows,
+    else one by one); None for an object that is not a group."""
+    found = many_links(file_bytes, addresses)
+    left = [i for i, links in enumerate(found) if links is None]
+    for i, links in zip(left, many_compact_links(file_bytes, [addresses[i] for i in left])):
+        found[i] = links if links is not None else file_bytes.links(file_bytes.header(addresses[i]))
+    return found
 
 
 def _open_stores(
@@ -316,6 +426,7 @@ def _check_object(
     obj: tree.DatasetObject,
     use: _SlotUse | None,
     report: VerifyReport,
+    collections: dict[int, dict[int, bytes]],
 ) -> None:
     """Check one dataset object's mappings; record which slots it uses."""
     report.dataset_objects += 1
@@ -326,7 +437,7 @@ def _check_object(
         report.problems.append(Problem("mapping", where, message, versions, (obj.path,)))
 
     try:
-        chunk_map = obj.chunk_map()
+        chunk_map = _chunk_map(state, obj, collections)
     except _READ_ERRORS as error:
         problem(f"mappings unreadable: {error}")
         return
@@ -358,6 +469,69 @@ def _check_object(
     use.used |= mask
     use.objects.append((versions, mask))
     _record_edge_shapes(chunk_map, use)
+
+
+#: The messages a dataset object's chunk map is read from.
+_MAP_MESSAGES = frozenset((DATASPACE, LAYOUT))
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What :func:`read_chunk_map` asks of a dataset it did not open."""
+
+    shape: tuple[int, ...]
+    name: str
+
+
+def _chunk_map(
+    state: FileState, obj: tree.DatasetObject, collections: dict[int, dict[int, bytes]]
+) -> ChunkMap:
+    """The chunk map of ``obj``: in a file open read-only, read from its header's
+    bytes and its ``chunks`` attribute without opening the dataset (HDF5 would load
+    every mapping); otherwise, or where those are not of the plain form, through HDF5
+    (which reports damage as damage)."""
+    parent, name = obj.locations[0]
+    where = f"{parent.name.rstrip('/')}/{name}"
+    stored = stored_messages_at(parent, obj.address, _MAP_MESSAGES, where)
+    if stored is not None and len(stored.messages) == len(_MAP_MESSAGES):
+        mappings = header_mappings(stored, where, state.filename, collections)
+        if mappings is not None and not _checksum_matches(stored, collections):
+            mappings = None  # HDF5 reports it
+        chunks = _chunks_attribute(parent, name) if mappings is not None else None
+        if mappings is not None and chunks is not None:
+            shape = tuple(dataspace_dims(stored.messages[DATASPACE], stored.sizeof_size))
+            return read_chunk_map(cast(Any, _Stored(shape, where)), chunks, mappings)
+    return obj.chunk_map()
+
+
+def _checksum_matches(stored: StoredHeader, collections: dict[int, dict[int, bytes]]) -> bool:
+    """Whether the mapping list of the virtual dataset whose layout message ``stored``
+    holds (read into ``collections``) matches the checksum HDF5 stored after it (HDF5
+    checks it when it opens the dataset, which :func:`_chunk_map` does not)."""
+    layout_message = stored.messages[LAYOUT]
+    size = stored.sizeof_addr
+    address = int.from_bytes(layout_message[2 : 2 + size], "little")
+    if address == (1 << (8 * size)) - 1:
+        return True  # no mapping list
+    index = int.from_bytes(layout_message[2 + size : 6 + size], "little")
+    blob = collections.get(address, {}).get(index)
+    if blob is None or len(blob) < 4:
+        return False
+    return lookup3(blob[:-4]) == int.from_bytes(blob[-4:], "little")
+
+
+def _chunks_attribute(parent: h5py.Group, name: str) -> tuple[int, ...] | None:
+    """The ``chunks`` attribute of ``parent[name]``, read without opening the object;
+    None where it has none."""
+    key = layout.ATTR_CHUNKS.encode()
+    if not h5py.h5a.exists(parent.id, key, obj_name=name.encode()):
+        return None
+    attr = h5py.h5a.open(parent.id, key, obj_name=name.encode())
+    value = np.empty(attr.shape, dtype=attr.dtype)
+    attr.read(value)
+    if value.dtype.kind not in "iu":
+        return None
+    return tuple(int(c) for c in np.atleast_1d(value))
 
 
 def _record_edge_shapes(chunk_map: ChunkMap, use: _SlotUse) -> None:
