@@ -47,6 +47,7 @@ __all__ = [
     "check_dataset_header",
     "check_header_bytes",
     "checked_messages",
+    "checksum",
     "chunk_dims",
     "dataspace_dims",
     "file_descriptor",
@@ -338,6 +339,61 @@ class PositionedReader:
         return address >= 0 and self.base + address + nbytes <= self.size
 
 
+def checksum(data: bytes) -> int:
+    """HDF5's checksum of metadata (Bob Jenkins' lookup3 ``hashlittle``, initial value
+    0), as HDF5 stores it after a version-2 header's blocks and a virtual dataset's
+    mapping list."""
+    mask = 0xFFFFFFFF
+
+    def rot(x: int, k: int) -> int:
+        return ((x << k) | (x >> (32 - k))) & mask
+
+    length = len(data)
+    a = b = c = (0xDEADBEEF + length) & mask
+    if not length:
+        return c
+    padded = data + bytes(-length % 12)
+    last = (length - 1) // 12  # the last block (1 to 12 bytes) gets the final mix
+    for block in range(last):
+        x, y, z = struct.unpack_from("<3I", padded, 12 * block)
+        a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
+        a = (a - c) & mask
+        a ^= rot(c, 4)
+        c = (c + b) & mask
+        b = (b - a) & mask
+        b ^= rot(a, 6)
+        a = (a + c) & mask
+        c = (c - b) & mask
+        c ^= rot(b, 8)
+        b = (b + a) & mask
+        a = (a - c) & mask
+        a ^= rot(c, 16)
+        c = (c + b) & mask
+        b = (b - a) & mask
+        b ^= rot(a, 19)
+        a = (a + c) & mask
+        c = (c - b) & mask
+        c ^= rot(b, 4)
+        b = (b + a) & mask
+    x, y, z = struct.unpack_from("<3I", padded, 12 * last)
+    a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
+    c ^= b
+    c = (c - rot(b, 14)) & mask
+    a ^= c
+    a = (a - rot(c, 11)) & mask
+    b ^= a
+    b = (b - rot(a, 25)) & mask
+    c ^= b
+    c = (c - rot(b, 16)) & mask
+    a ^= c
+    a = (a - rot(c, 4)) & mask
+    b ^= a
+    b = (b - rot(a, 14)) & mask
+    c ^= b
+    c = (c - rot(b, 24)) & mask
+    return c
+
+
 def walk_messages_v2(
     reader: PositionedReader,
     address: int,
@@ -350,8 +406,6 @@ def walk_messages_v2(
     checksum verified first (HDF5's lookup3, as HDF5 verifies it); False, visiting
     nothing, for a header of another version. Raises :class:`HeaderDamage` where a
     checksum or the message list is wrong."""
-    from h5vc.hdf5.mappings import checksum  # (mappings reads headers with this module)
-
     head = reader.read(address, FIRST_READ)
     if head[:4] != b"OHDR":
         return False

@@ -39,6 +39,7 @@ from h5vc.hdf5.header import (
     HeaderDamage,
     PositionedReader,
     StoredHeader,
+    checksum,
     dataspace_dims,
     stored_messages,
 )
@@ -236,60 +237,6 @@ def _decoded(
         return decode_mappings(blob, len(dims), stored.sizeof_size), blob
     except _Unknown:
         return None
-
-
-def checksum(data: bytes) -> int:
-    """HDF5's checksum of metadata (Bob Jenkins' lookup3 ``hashlittle``, initial value
-    0), as HDF5 stores it after a virtual dataset's mapping list."""
-    mask = 0xFFFFFFFF
-
-    def rot(x: int, k: int) -> int:
-        return ((x << k) | (x >> (32 - k))) & mask
-
-    length = len(data)
-    a = b = c = (0xDEADBEEF + length) & mask
-    if not length:
-        return c
-    padded = data + bytes(-length % 12)
-    last = (length - 1) // 12  # the last block (1 to 12 bytes) gets the final mix
-    for block in range(last):
-        x, y, z = struct.unpack_from("<3I", padded, 12 * block)
-        a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
-        a = (a - c) & mask
-        a ^= rot(c, 4)
-        c = (c + b) & mask
-        b = (b - a) & mask
-        b ^= rot(a, 6)
-        a = (a + c) & mask
-        c = (c - b) & mask
-        c ^= rot(b, 8)
-        b = (b + a) & mask
-        a = (a - c) & mask
-        a ^= rot(c, 16)
-        c = (c + b) & mask
-        b = (b - a) & mask
-        b ^= rot(a, 19)
-        a = (a + c) & mask
-        c = (c - b) & mask
-        c ^= rot(b, 4)
-        b = (b + a) & mask
-    x, y, z = struct.unpack_from("<3I", padded, 12 * last)
-    a, b, c = (a + x) & mask, (b + y) & mask, (c + z) & mask
-    c ^= b
-    c = (c - rot(b, 14)) & mask
-    a ^= c
-    a = (a - rot(c, 11)) & mask
-    b ^= a
-    b = (b - rot(a, 25)) & mask
-    c ^= b
-    c = (c - rot(b, 16)) & mask
-    a ^= c
-    a = (a - rot(c, 4)) & mask
-    b ^= a
-    b = (b - rot(a, 14)) & mask
-    c ^= b
-    c = (c - rot(b, 24)) & mask
-    return c
 
 
 def stored_shape(group: h5py.Group, name: str) -> tuple[int, ...] | None:
