@@ -8,9 +8,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import check_store, new_versioned, verify_hashes
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lifecycle_helpers import check_store, new_versioned, verify_hashes
 
 import h5vc
 from h5vc.errors import VersionNotFoundError

@@ -10,7 +10,7 @@ import h5py
 import ndindex
 import numpy as np
 import pytest
-from conftest import check_store, new_versioned
+from lifecycle_helpers import check_store, new_versioned
 
 import h5vc
 from h5vc.errors import NotVersionedError, VersionNotFoundError

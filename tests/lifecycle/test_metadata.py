@@ -8,7 +8,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import check_store, new_versioned, verify_hashes
+from lifecycle_helpers import check_store, new_versioned, verify_hashes
 
 from h5vc.errors import InvalidOptionError, MetadataMismatchError
 from h5vc.lifecycle import DatasetNotFoundError, modify_metadata

@@ -7,7 +7,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from conftest import new_versioned
+from lifecycle_helpers import new_versioned
 
 from h5vc.lifecycle import delete_versions
 from h5vc.store import timeindex

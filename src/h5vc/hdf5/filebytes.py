@@ -38,7 +38,7 @@ from types import TracebackType
 import h5py
 import numpy as np
 
-from h5vc.hdf5.header import file_descriptor
+from h5vc.hdf5.header import checksum, file_descriptor
 
 __all__ = [
     "ManyDatasets",
@@ -51,7 +51,6 @@ __all__ = [
     "many_compact_links",
     "many_links",
     "many_mappings",
-    "lookup3",
 ]
 
 _DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
@@ -249,7 +248,7 @@ class FileBytes:
         header = Header({}, [])
         size_of = 6 if flags & 0x04 else 4  # type, size, flags (, creation order)
         for first, pos, end in blocks:
-            if lookup3(data[first:end]) != _U32.unpack_from(data, end)[0]:
+            if checksum(data[first:end]) != _U32.unpack_from(data, end)[0]:
                 raise Unreadable(f"an object header block whose checksum disagrees at {address}")
             while end - pos >= size_of:  # fewer bytes are a gap
                 kind, length, message_flags = (
@@ -996,49 +995,3 @@ def many_mappings(
         source=np.concatenate(sources).astype(np.int64)[order],
         virtual=np.concatenate(virtuals).astype(np.int64)[order],
     )
-
-
-_M32 = 0xFFFFFFFF
-
-
-def _rot(x: int, k: int) -> int:
-    return ((x << k) | (x >> (32 - k))) & _M32
-
-
-def lookup3(key: bytes) -> int:
-    """The checksum HDF5 keeps after its version-2 metadata blocks: Bob Jenkins'
-    lookup3 hash (``hashlittle``) of ``key`` with an initial value of 0."""
-    length = len(key)
-    a = b = c = (0xDEADBEEF + length) & _M32
-    if not length:
-        return c
-    padded = bytes(key) + b"\0" * (-length % 12)
-    words = struct.unpack(f"<{len(padded) // 4}I", padded)
-    last = len(words) - 3
-    for i in range(0, last, 3):
-        a = (a + words[i]) & _M32
-        b = (b + words[i + 1]) & _M32
-        c = (c + words[i + 2]) & _M32
-        a = ((a - c) & _M32) ^ _rot(c, 4)
-        c = (c + b) & _M32
-        b = ((b - a) & _M32) ^ _rot(a, 6)
-        a = (a + c) & _M32
-        c = ((c - b) & _M32) ^ _rot(b, 8)
-        b = (b + a) & _M32
-        a = ((a - c) & _M32) ^ _rot(c, 16)
-        c = (c + b) & _M32
-        b = ((b - a) & _M32) ^ _rot(a, 19)
-        a = (a + c) & _M32
-        c = ((c - b) & _M32) ^ _rot(b, 4)
-        b = (b + a) & _M32
-    a = (a + words[last]) & _M32
-    b = (b + words[last + 1]) & _M32
-    c = (c + words[last + 2]) & _M32
-    c = ((c ^ b) - _rot(b, 14)) & _M32
-    a = ((a ^ c) - _rot(c, 11)) & _M32
-    b = ((b ^ a) - _rot(a, 25)) & _M32
-    c = ((c ^ b) - _rot(b, 16)) & _M32
-    a = ((a ^ c) - _rot(c, 4)) & _M32
-    b = ((b ^ a) - _rot(a, 14)) & _M32
-    c = ((c ^ b) - _rot(b, 24)) & _M32
-    return c

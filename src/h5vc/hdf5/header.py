@@ -352,7 +352,7 @@ def checksum(data: bytes) -> int:
     a = b = c = (0xDEADBEEF + length) & mask
     if not length:
         return c
-    padded = data + bytes(-length % 12)
+    padded = bytes(data) + bytes(-length % 12)
     last = (length - 1) // 12  # the last block (1 to 12 bytes) gets the final mix
     for block in range(last):
         x, y, z = struct.unpack_from("<3I", padded, 12 * block)

@@ -26,7 +26,6 @@ from h5vc.hashing import chunk_hash, prefetch
 from h5vc.hdf5.filebytes import (
     FileBytes,
     Unreadable,
-    lookup3,
     many_compact_links,
     many_datasets,
     many_links,
@@ -35,6 +34,7 @@ from h5vc.hdf5.header import (
     DATASPACE,
     LAYOUT,
     StoredHeader,
+    checksum,
     dataspace_dims,
     stored_messages_at,
 )
@@ -517,7 +517,7 @@ def _checksum_matches(stored: StoredHeader, collections: dict[int, dict[int, byt
     blob = collections.get(address, {}).get(index)
     if blob is None or len(blob) < 4:
         return False
-    return lookup3(blob[:-4]) == int.from_bytes(blob[-4:], "little")
+    return checksum(blob[:-4]) == int.from_bytes(blob[-4:], "little")
 
 
 def _chunks_attribute(parent: h5py.Group, name: str) -> tuple[int, ...] | None:
