@@ -281,13 +281,17 @@ def referenced_slots(group: h5py.Group) -> tuple[str, np.ndarray] | None:
     return schema.uid, slots_of(table.records)
 
 
-def live_columns(versions: h5py.Group, names: list[str]) -> list[tuple[h5py.Group, list[str]]]:
+def live_columns(
+    versions: h5py.Group, names: list[str], *, skip_damaged: bool = False
+) -> list[tuple[h5py.Group, list[str]]]:
     """Every column object the versions ``names`` hold (a column shared by several
-    versions through hard links once), with the versions that hold it."""
+    versions through hard links once), with the versions that hold it.  A member HDF5
+    cannot read raises, or with ``skip_damaged`` (for a check that reports it
+    elsewhere; never before freeing samples) is left out."""
     found: dict[int, tuple[h5py.Group, list[str]]] = {}
     walked: dict[int, list[int]] = {}  # group address -> column addresses below it
     for name in names:
-        for address in _columns_below(versions[name], found, walked):
+        for address in _columns_below(versions[name], found, walked, skip_damaged):
             found[address][1].append(name)
     return list(found.values())
 
@@ -296,22 +300,35 @@ def _columns_below(
     group: h5py.Group,
     found: dict[int, tuple[h5py.Group, list[str]]],
     walked: dict[int, list[int]],
+    skip_damaged: bool = False,
 ) -> list[int]:
     address = h5py.h5o.get_info(group.id).addr
     known = walked.get(address)
     if known is not None:
         return known
     columns: list[int] = []
-    for name in group:
-        info = h5py.h5o.get_info(group.id, name.encode())
-        if info.type != h5py.h5o.TYPE_GROUP:
+    try:
+        members = list(group)
+    except (RuntimeError, KeyError, OSError, ValueError):
+        if not skip_damaged:
+            raise
+        members = []
+    for name in members:
+        try:
+            info = h5py.h5o.get_info(group.id, name.encode())
+            if info.type != h5py.h5o.TYPE_GROUP:
+                continue
+            child = group[name]
+            is_column = ATTR_COLUMN in child.attrs
+        except (RuntimeError, KeyError, OSError, ValueError):
+            if not skip_damaged:
+                raise
             continue
-        child = group[name]
-        if ATTR_COLUMN in child.attrs:
+        if is_column:
             found.setdefault(info.addr, (child, []))
             columns.append(info.addr)
         else:
-            columns += _columns_below(child, found, walked)
+            columns += _columns_below(child, found, walked, skip_damaged)
     walked[address] = columns
     return columns
 
@@ -347,7 +364,8 @@ def check_samples(state: FileState, names: list[str]) -> list[tuple[str, str, tu
     """``(object, message, versions)`` for every referenced sample that is missing,
     unreadable, or not what its record and the store's digest say."""
     problems: list[tuple[str, str, tuple[str, ...]]] = []
-    for column, holders in live_columns(state.versions, names):
+    # a member HDF5 cannot read is reported by verify's own walk
+    for column, holders in live_columns(state.versions, names, skip_damaged=True):
         where = column.name or ""
         versions = tuple(sorted(holders))
         try:

@@ -29,11 +29,13 @@ writing than its bytes) and read through an OS file descriptor.
 from __future__ import annotations
 
 import contextlib
+import functools
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any, TypeVar, cast
 
 import h5py
 import numpy as np
@@ -85,6 +87,23 @@ _SELECTION = struct.Struct("<6I")  # type, version, reserved, length, rank, bloc
 class Unreadable(Exception):
     """The bytes are not in a form read here, or disagree with themselves: read the
     file through HDF5 instead."""
+
+
+_Reader = TypeVar("_Reader", bound=Callable[..., Any])
+
+
+def _bytes_checked(function: _Reader) -> _Reader:
+    """``function`` raising :class:`Unreadable` where damaged bytes would make its
+    numpy indexing or unpacking fail (HDF5 then reads the file and names the damage)."""
+
+    @functools.wraps(function)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except (IndexError, ValueError, OverflowError, struct.error) as error:
+            raise Unreadable(f"bytes that do not decode: {error}") from error
+
+    return cast(_Reader, checked)
 
 
 @dataclass(slots=True)
@@ -720,6 +739,7 @@ def _walk_many(
     return body, length - 1, ok
 
 
+@_bytes_checked
 def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
     """:meth:`FileBytes.links` of the groups at ``addresses``, for groups whose header
     starts with a symbol table message and whose B-tree is one node; None for the
@@ -786,6 +806,7 @@ def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[s
     return found
 
 
+@_bytes_checked
 def many_compact_links(
     file_bytes: FileBytes, addresses: list[int]
 ) -> list[list[tuple[str, int]] | None]:
@@ -853,6 +874,7 @@ def many_compact_links(
     return found
 
 
+@_bytes_checked
 def many_datasets(file_bytes: FileBytes, addresses: list[int]) -> ManyDatasets:
     """What the version-1 headers of the virtual datasets at ``addresses`` say, read
     up to their dataspace, datatype and layout messages; None for any other object
@@ -904,6 +926,7 @@ def undefined_of(file_bytes: FileBytes) -> np.uint64:
     return np.uint64(file_bytes.undefined)
 
 
+@_bytes_checked
 def many_mappings(
     file_bytes: FileBytes, heap: np.ndarray, index: np.ndarray, rank: int
 ) -> ManyMappings:

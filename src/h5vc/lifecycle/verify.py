@@ -153,7 +153,19 @@ def verify(f: Any, *, progress: ProgressCallback | None = None) -> VerifyReport:
     report = VerifyReport(state.filename)
     names = _check_versions(state, report)
     report.versions = len(names)
-    datasets = tree.collect_datasets(state.versions, names)
+
+    def unreadable(version: str, path: str, error: Exception) -> None:
+        report.problems.append(
+            Problem(
+                "mapping",
+                f"{state.versions.name}/{version}/{path}",
+                f"unreadable object: {error}",
+                (version,),
+                (path,),
+            )
+        )
+
+    datasets = tree.collect_datasets(state.versions, names, on_damage=unreadable)
     holders = _versions_by_object(state, names)
     for objects in datasets.values():
         for obj in objects.values():  # a shared group is walked once: every holder
@@ -308,11 +320,17 @@ def _versions_by_object(state: FileState, names: list[str]) -> dict[int, set[str
                 pass
     holders: dict[int, set[str]] = defaultdict(set)
     for name in names:
-        for _, parent, member in tree.walk_version(state.versions[name]):
+        # a member HDF5 cannot read was reported by the walk of collect_datasets
+        skip = _ignore_damage
+        for _, parent, member in tree.walk_version(state.versions[name], on_damage=skip):
             info = h5py.h5o.get_info(parent.id, member.encode())
             if info.type == h5py.h5o.TYPE_DATASET:
                 holders[int(info.addr)].add(name)
     return holders
+
+
+def _ignore_damage(path: str, error: Exception) -> None:
+    """Leave out a member HDF5 cannot read (reported elsewhere)."""
 
 
 #: Groups nested deeper than this in a version are a cycle of hard links.

@@ -8,6 +8,7 @@ it at every *link location* (parent group, link name) that named it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,25 +225,44 @@ def drop_store(version_data: h5py.Group, path: str) -> None:
 
 
 def walk_version(
-    group: h5py.Group, seen_groups: set[int] | None = None, prefix: str = ""
+    group: h5py.Group,
+    seen_groups: set[int] | None = None,
+    prefix: str = "",
+    on_damage: Callable[[str, Exception], None] | None = None,
 ) -> Iterator[tuple[str, h5py.Group, str]]:
     """Yield ``(path, parent, name)`` for every member below ``group``.
 
     Members are not opened, except groups, which are entered.  Groups whose
     address is in ``seen_groups`` are yielded but not entered (their members
     were yielded before, through another hard link); entered groups are added.
+    A member HDF5 cannot read raises, or with ``on_damage`` is passed to
+    ``on_damage(path, error)`` and skipped.
     """
-    for name in group:
+    try:
+        members = list(group)
+    except (RuntimeError, KeyError, OSError, ValueError) as error:
+        if on_damage is None:
+            raise
+        on_damage(prefix.rstrip("/") or ".", error)
+        return
+    for name in members:
         path = f"{prefix}{name}"
+        try:
+            info = h5py.h5o.get_info(group.id, name.encode())
+            child = group[name] if info.type == h5py.h5o.TYPE_GROUP else None
+        except (RuntimeError, KeyError, OSError, ValueError) as error:
+            if on_damage is None:
+                raise
+            on_damage(path, error)
+            continue
         yield path, group, name
-        info = h5py.h5o.get_info(group.id, name.encode())
-        if info.type != h5py.h5o.TYPE_GROUP:
+        if child is None:
             continue
         if seen_groups is not None:
             if int(info.addr) in seen_groups:
                 continue
             seen_groups.add(int(info.addr))
-        yield from walk_version(group[name], seen_groups, f"{path}/")
+        yield from walk_version(child, seen_groups, f"{path}/", on_damage)
 
 
 @dataclass
@@ -358,7 +378,10 @@ def store_key(version_data: h5py.Group, path: str, dataset: h5py.Dataset) -> str
 
 
 def collect_datasets(
-    versions_group: h5py.Group, versions: Iterable[str], only_path: str | None = None
+    versions_group: h5py.Group,
+    versions: Iterable[str],
+    only_path: str | None = None,
+    on_damage: Callable[[str, str, Exception], None] | None = None,
 ) -> dict[str, dict[int, DatasetObject]]:
     """``{store key: {object address: DatasetObject}}`` over ``versions``.
 
@@ -368,7 +391,9 @@ def collect_datasets(
     Shared groups are entered once, so each link location is listed once.  With
     ``only_path`` the walk looks that path up in each version instead of walking.
     Objects are identified without opening them (but those of a path with several
-    stores, which are opened to read their store's name).
+    stores, which are opened to read their store's name).  A member HDF5 cannot read
+    raises, or with ``on_damage`` is passed to ``on_damage(version, path, error)``
+    and left out.
     """
     found: dict[str, dict[int, DatasetObject]] = {}
     seen_groups: set[int] = set()
@@ -399,7 +424,10 @@ def collect_datasets(
     for version in versions:
         group = versions_group[version]
         if only_path is None:
-            for path, parent, name in walk_version(group, seen_groups):
+            damage = None
+            if on_damage is not None:
+                damage = functools.partial(on_damage, version)
+            for path, parent, name in walk_version(group, seen_groups, on_damage=damage):
                 record(version, path, parent, name)
             continue
         parent_path, _, name = only_path.rpartition("/")
