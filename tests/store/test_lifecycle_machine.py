@@ -84,6 +84,50 @@ def _write(path: str, content: bytes | None) -> None:
         Path(path).write_bytes(content)
 
 
+class _PlannedDataset:
+    """What an edit does to one dataset of a :class:`_Plan`."""
+
+    def __init__(self, plan: _Plan, path: str) -> None:
+        self._plan, self._path = plan, path
+        self.attrs = _PlannedAttrs(plan, path)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        value = np.array(value, copy=True)
+        self._plan.steps.append(lambda g, p=self._path: g[p].__setitem__(index, value))
+
+    def resize(self, shape: tuple[int, ...]) -> None:
+        self._plan.steps.append(lambda g, p=self._path: g[p].resize(shape))
+
+
+class _PlannedAttrs:
+    def __init__(self, plan: _Plan, path: str) -> None:
+        self._plan, self._path = plan, path
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._plan.steps.append(lambda g, p=self._path: g[p].attrs.__setitem__(key, value))
+
+
+class _Plan:
+    """Stands for a staged group while edits are drawn; :meth:`replay` makes them."""
+
+    def __init__(self) -> None:
+        self.steps: list[Any] = []
+
+    def create_dataset(self, path: str, **options: Any) -> None:
+        options = {**options, "data": np.array(options["data"], copy=True)}
+        self.steps.append(lambda g: g.create_dataset(path, **options))
+
+    def __getitem__(self, path: str) -> _PlannedDataset:
+        return _PlannedDataset(self, path)
+
+    def __delitem__(self, path: str) -> None:
+        self.steps.append(lambda g: g.__delitem__(path))
+
+    def replay(self, group: Any) -> None:
+        for step in self.steps:
+            step(group)
+
+
 class Fault:
     """The journal's fault hook: counts writes; at the ``at``-th it fails (raises an
     ``OSError``) or records the file and its journal as a killed process leaves them."""
@@ -164,12 +208,17 @@ class LifecycleMachine(VersionedStoreMachine):
         state = copy.deepcopy(self.model.get(prev, VersionModel()))
         name = f"v{self.counter}"
         self.counter += 1
-        n_edits = data.draw(st.integers(1, 3), label="edits")  # drawn while staging
+        n_edits = data.draw(st.integers(1, 3), label="edits")
+        # Every edit is drawn before the operation runs: a write made to fail stops
+        # the staging at a point that may differ from run to run, and no draw may
+        # depend on it.
+        planned = _Plan()
+        for _ in range(n_edits):
+            self._edit(data, planned, state)
 
         def run(vf: h5vc.VersionedHDF5File) -> None:
             with vf.stage_version(name, prev_version=prev) as g:
-                for _ in range(n_edits):
-                    self._edit(data, g, state)
+                planned.replay(g)
 
         after = {**self.model, name: state}
         return run, after, name
