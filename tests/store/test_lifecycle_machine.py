@@ -379,7 +379,8 @@ class LifecycleMachine(VersionedStoreMachine):
         operation = self._operation(data, kind)
         if operation is None:
             return
-        run, after, current = operation
+        run, _, _ = operation
+        saved = self._saved()
         journal = files.journal_of(self.vf.f)
         assert journal is not None
         code = errno.ENOSPC if full else errno.EIO
@@ -394,7 +395,26 @@ class LifecycleMachine(VersionedStoreMachine):
             journal.fault = None
         assert not fault.fired, "an operation whose write failed must raise"
         event(f"failing write: {kind} made fewer writes and completed")
-        self._succeeded(after, current)
+        del journal
+        self._restore(saved)
+
+    def _saved(self) -> bytes | None:
+        """The file's bytes before an operation (closed and opened again to take them).
+
+        An operation that makes fewer writes than the failing one completes. How many
+        writes it makes can vary from run to run (what HDF5 flushes when), so the file
+        is then put back as it was: the model, and every later draw, stay the same
+        whichever way it went."""
+        self._close()
+        saved = _read(str(self.path))
+        self._open("r+")
+        return saved
+
+    def _restore(self, saved: bytes | None) -> None:
+        self._close()
+        _write(str(self.path), saved)
+        _write(journal_path(self.path), None)
+        self._open("r+")
 
     @rule(
         data=st.data(),
@@ -408,7 +428,8 @@ class LifecycleMachine(VersionedStoreMachine):
         operation = self._operation(data, kind)
         if operation is None:
             return
-        run, after, current = operation
+        run, _, _ = operation
+        saved = self._saved()
         journal = files.journal_of(self.vf.f)
         assert journal is not None
         journal.fault = fault = Fault(at, str(self.path), kill=True)
@@ -421,8 +442,9 @@ class LifecycleMachine(VersionedStoreMachine):
         del journal
         self._close()
         if fault.snapshot is None:  # the operation made fewer writes: it completed
-            event(f"killed: {kind} made fewer writes and completed")
-            self._succeeded(after, current)
+            event(f"killed: {kind} made fewer writes and completed (put back)")
+            _write(str(self.path), saved)  # see _saved
+            _write(journal_path(self.path), None)
         else:
             event(f"killed: {kind} interrupted and rolled back")
             content, log = fault.snapshot
