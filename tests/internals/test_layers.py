@@ -40,6 +40,7 @@ LAYERS: list[set[str]] = [
         "h5vc.blockwrite",
         "h5vc.cores",
         "h5vc.deflate",
+        "h5vc.lazy",
     },
     {"h5vc.config"},  # the tunables, read by every layer above
     {"h5vc.errors"},

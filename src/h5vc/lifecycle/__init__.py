@@ -9,10 +9,11 @@ version loads none of them.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from h5vc.lazy import lazy_names
 
 if TYPE_CHECKING:
     from h5vc.lifecycle._tree import DatasetNotFoundError as DatasetNotFoundError
@@ -53,17 +54,7 @@ _PUBLIC: dict[str, str] = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'h5vc.lifecycle' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _PUBLIC)
 
 
 class _Package(types.ModuleType):

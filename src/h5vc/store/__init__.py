@@ -36,8 +36,9 @@ or the repairs of older layouts.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from h5vc.lazy import lazy_names
 
 if TYPE_CHECKING:
     from h5vc.store import layout as layout
@@ -125,16 +126,4 @@ _NAMES: dict[str, str] = {
 __all__ = sorted({*_SUBMODULES, *_NAMES})
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        value = importlib.import_module(f"{__name__}.{name}")
-    elif name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name]), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _NAMES, _SUBMODULES)

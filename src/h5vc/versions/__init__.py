@@ -7,8 +7,9 @@ never loads the commit writer.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from h5vc.lazy import lazy_names
 
 if TYPE_CHECKING:
     from h5vc.store import dataset_chunks as dataset_chunks
@@ -57,14 +58,4 @@ _NAMES: dict[str, str] = {
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        value = getattr(importlib.import_module(_NAMES[name]), name)
-    else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _NAMES)
