@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import h5py
@@ -556,24 +556,16 @@ def read_header(
             raise
 
 
-def open_member(
-    state: FileState, version: str, path: str, parent: h5py.Group, *, checked: bool = False
-) -> tuple[h5py.Dataset, StoredVirtual | None]:
-    """HDF5's open of the virtual dataset ``path`` of ``version`` (a member of
-    ``parent``), after its mappings are read and checked from the file's bytes (see
-    :mod:`h5vc.hdf5.mappings`) unless ``checked`` (they were, in this generation of
-    the file); returns it with what its header says (None if that was not read: a
-    file open for writing, a chunk map known already, ``checked``). Raises
-    :class:`~h5vc.errors.CorruptDataError` if it is damaged, KeyError if it is gone."""
-    name = path.strip("/").rpartition("/")[2]
+@contextlib.contextmanager
+def opening_member(
+    state: FileState, parent: h5py.Group, name: str, missing: Callable[[], str]
+) -> Iterator[None]:
+    """Errors of opening ``parent[name]`` in the body: damage is raised as
+    :class:`~h5vc.errors.CorruptDataError` naming the object, a member that is not
+    there as ``KeyError(missing())`` (messages are made only when needed)."""
     try:
         try:
-            stored = (
-                None
-                if checked
-                else state.chunk_maps.virtual_before_open(version, path, parent, name)
-            )
-            obj = parent[name]
+            yield
         except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
             # Named only when something is wrong (a group's name costs an HDF5 call).
             with damaged(state.filename, f"Object {parent.name}/{name}"):
@@ -584,9 +576,28 @@ def open_member(
                 f"Object {parent.name}/{name} in {state.filename!r} is damaged and cannot "
                 f"be opened: {error}."
             ) from error
-        raise KeyError(
-            f"Unable to open object {name!r} of version {version!r}: no such member"
-        ) from None
+        raise KeyError(missing()) from None
+
+
+def open_member(
+    state: FileState, version: str, path: str, parent: h5py.Group, *, checked: bool = False
+) -> tuple[h5py.Dataset, StoredVirtual | None]:
+    """HDF5's open of the virtual dataset ``path`` of ``version`` (a member of
+    ``parent``), after its mappings are read and checked from the file's bytes (see
+    :mod:`h5vc.hdf5.mappings`) unless ``checked`` (they were, in this generation of
+    the file); returns it with what its header says (None if that was not read: a
+    file open for writing, a chunk map known already, ``checked``). Raises
+    :class:`~h5vc.errors.CorruptDataError` if it is damaged, KeyError if it is gone."""
+    name = path.strip("/").rpartition("/")[2]
+
+    def missing() -> str:
+        return f"Unable to open object {name!r} of version {version!r}: no such member"
+
+    with opening_member(state, parent, name, missing):
+        stored = (
+            None if checked else state.chunk_maps.virtual_before_open(version, path, parent, name)
+        )
+        obj = parent[name]
     if not isinstance(obj, h5py.Dataset):
         raise CorruptDataError(
             f"Expected {parent.name}/{name} in {state.filename!r} to be a dataset, as it was when "

@@ -35,6 +35,7 @@ from h5vc.wrappers.dataset import (
     coerce_value,
     default_fill,
     open_committed_dataset,
+    opening_member,
     reopen_version,
 )
 from h5vc.wrappers.views import NamesView
@@ -307,31 +308,23 @@ class CommittedGroup(_GroupBase):
         group = self._group
         path = _join(self._path, name)
         state = self._state
-        try:
-            try:
-                link = name.encode()
-                if not group.id.links.exists(link):
-                    raise KeyError(name)
-                # The kind of object, from its header: a dataset is opened by HDF5
-                # (after its mappings are checked) on its first use.
-                kind = h5py.h5o.get_info(group.id, link).type
-                if kind == h5py.h5o.TYPE_DATASET:
-                    return open_committed_dataset(state, self._version, path, group)
-                obj = group[name]
-            except (KeyError, RuntimeError, OSError, AttributeError, ValueError):
-                # Named only when something is wrong (a group's name costs an HDF5 call).
-                with damaged(state.filename, f"Object {group.name}/{name}"):
-                    raise
-        except KeyError as error:
-            if name in group:  # the link is there, the object cannot be opened
-                raise CorruptDataError(
-                    f"Object {group.name}/{name} in {state.filename!r} is damaged and cannot "
-                    f"be opened: {error}."
-                ) from error
-            raise KeyError(
+
+        def missing() -> str:
+            return (
                 f"Unable to open object {name!r} in {self.name!r} of version "
                 f"{self._version!r}: no such member"
-            ) from None
+            )
+
+        with opening_member(state, group, name, missing):
+            link = name.encode()
+            if not group.id.links.exists(link):
+                raise KeyError(name)
+            # The kind of object, from its header: a dataset is opened by HDF5
+            # (after its mappings are checked) on its first use.
+            kind = h5py.h5o.get_info(group.id, link).type
+            if kind == h5py.h5o.TYPE_DATASET:
+                return open_committed_dataset(state, self._version, path, group)
+            obj = group[name]
         where = f"Object {group.name}/{name}"
         if isinstance(obj, h5py.Group):
             if layout.ATTR_COLUMN in obj.attrs:
