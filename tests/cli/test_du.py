@@ -10,6 +10,7 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from group_kinds import rebuild_groups
 
 import h5vc
 from h5vc.cli._stats import disk_usage
@@ -247,7 +248,7 @@ def test_du_reads_the_same_counts_one_object_at_a_time(tangled, monkeypatch, rea
 
     if reader == "many_links":  # groups of the old kind (a symbol table)
         with h5py.File(tangled, "r+") as f:
-            _new_style(f["_version_data/versions"], 0)
+            rebuild_groups(f["_version_data/versions"], 0)
     with h5vc.open(str(tangled)) as vf:
         at_once = _as_brute(vf)
         expected = brute_force(vf)
@@ -349,39 +350,12 @@ def test_du_of_a_file_with_a_user_block(tmp_path, monkeypatch):
     assert got["datasets"]["x"]["versions"] == 2
 
 
-def _new_style(group: h5py.Group, header: int) -> None:
-    """Make every group below ``group`` (and not ``group``) a group keeping its links
-    as link messages in its object header (of version ``header``; 0: a group of the
-    old kind, a symbol table), holding the same objects (hard links to them) and
-    attributes."""
-    for name in list(group):
-        if group.get(name, getlink=True).__class__ is not h5py.HardLink:
-            continue
-        old = group[name]
-        if not isinstance(old, h5py.Group):
-            continue
-        _new_style(old, header)
-        gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
-        if header:
-            gcpl.set_link_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
-        if header == 2:  # attribute creation order needs a version-2 header
-            gcpl.set_attr_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
-        h5py.h5g.create(group.id, b"_new", gcpl=gcpl)
-        new = group["_new"]
-        for member in old:
-            new[member] = old[member]
-        for key, value in old.attrs.items():
-            new.attrs[key] = value
-        del group[name]
-        group.move("_new", name)
-
-
 @pytest.fixture(params=[1, 2])
 def new_style(tangled: Path, request: Any) -> Path:
     """``tangled`` with every group below the versions group made a group of links
     kept in its object header, of version 1 or 2."""
     with h5py.File(tangled, "r+") as f:
-        _new_style(f["_version_data/versions"], request.param)
+        rebuild_groups(f["_version_data/versions"], request.param)
     return tangled
 
 
@@ -418,7 +392,7 @@ def test_du_of_groups_keeping_links_in_dense_storage(tmp_path):
         with vf.stage_version("v1") as g:
             g["d03"][0] = -1.0
     with h5py.File(path, "r+") as f:
-        _new_style(f["_version_data/versions"], 2)
+        rebuild_groups(f["_version_data/versions"], 2)
     with h5py.File(path, "r") as f:
         from h5vc.hdf5.filebytes import FileBytes, Unreadable
 
@@ -441,7 +415,7 @@ def test_du_of_a_damaged_link_message_raises_corrupt_data(tangled, tmp_path, hea
     from h5vc.errors import CorruptDataError
 
     with h5py.File(tangled, "r+") as f:
-        _new_style(f["_version_data/versions"], header)
+        rebuild_groups(f["_version_data/versions"], header)
     with h5py.File(tangled, "r") as f:
         address = h5py.h5o.get_info(f["_version_data/versions/v5"].id).addr
     data = bytearray(tangled.read_bytes())
@@ -460,7 +434,7 @@ def test_du_reads_groups_of_link_messages_at_once_and_one_by_one(tangled, monkey
     from h5vc.cli import _stats
 
     with h5py.File(tangled, "r+") as f:
-        _new_style(f["_version_data/versions"], 1)
+        rebuild_groups(f["_version_data/versions"], 1)
     with h5vc.open(str(tangled)) as vf:
         expected = brute_force(vf)
     real = _stats.many_compact_links

@@ -10,35 +10,12 @@ from typing import Any
 import h5py
 import numpy as np
 import pytest
+from group_kinds import rebuild_groups
 
 import h5vc
 from h5vc.versions.state import resolve_state
 
 verify_module = importlib.import_module("h5vc.lifecycle.verify")
-
-
-def _new_style(group: h5py.Group, header: int) -> None:
-    """Make every group below ``group`` a group keeping its links as link messages in
-    an object header of version ``header``, holding the same objects and attributes."""
-    for name in list(group):
-        if not isinstance(group.get(name, getlink=True), h5py.HardLink):
-            continue
-        old = group[name]
-        if not isinstance(old, h5py.Group):
-            continue
-        _new_style(old, header)
-        gcpl = h5py.h5p.create(h5py.h5p.GROUP_CREATE)
-        gcpl.set_link_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
-        if header == 2:  # attribute creation order needs a version-2 header
-            gcpl.set_attr_creation_order(h5py.h5p.CRT_ORDER_TRACKED)
-        h5py.h5g.create(group.id, b"_new", gcpl=gcpl)
-        new = group["_new"]
-        for member in old:
-            new[member] = old[member]
-        for key, value in old.attrs.items():
-            new.attrs[key] = value
-        del group[name]
-        group.move("_new", name)
 
 
 @pytest.fixture(params=["symbol-table", "header-1", "header-2"])
@@ -62,7 +39,7 @@ def versioned(tmp_path: Path, request: Any) -> Path:
         h5vc.delete_versions(vf, ["v2"])
     if request.param != "symbol-table":
         with h5py.File(path, "r+") as f:
-            _new_style(f["_version_data/versions"], int(request.param[-1]))
+            rebuild_groups(f["_version_data/versions"], int(request.param[-1]))
     return path
 
 
