@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -70,13 +71,7 @@ def branch_create(file: str, name: str, ref: str | None, at: str | None) -> None
 @click.argument("names", nargs=-1, required=True)
 def branch_delete(file: str, names: tuple[str, ...]) -> None:
     """Delete branches NAMES (their versions stay)."""
-    with open_versioned(file, "r+") as vf:
-        missing = [name for name in names if name not in vf.branches]
-        if missing:
-            raise CliError(f"no such branch(es): {', '.join(missing)}")
-        for name in names:
-            vf.delete_branch(name)
-    click.echo(f"deleted branch(es) {' '.join(names)}")
+    _delete_refs(file, names, "branch(es)", lambda vf: (vf.branches, vf.delete_branch))
 
 
 @branch.command("reset")
@@ -136,13 +131,25 @@ def tag_create(file: str, name: str, ref: str | None) -> None:
 @click.argument("names", nargs=-1, required=True)
 def tag_delete(file: str, names: tuple[str, ...]) -> None:
     """Delete tags NAMES."""
+    _delete_refs(file, names, "tag(s)", lambda vf: (vf.tags, vf.delete_tag))
+
+
+def _delete_refs(
+    file: str,
+    names: tuple[str, ...],
+    kind: str,
+    refs: Callable[[Any], tuple[Mapping[str, str], Callable[[str], None]]],
+) -> None:
+    """Delete the refs ``names`` of one kind (``refs(vf)``: those there are and the
+    deleting method), none unless every one exists."""
     with open_versioned(file, "r+") as vf:
-        missing = [name for name in names if name not in vf.tags]
+        existing, delete = refs(vf)
+        missing = [name for name in names if name not in existing]
         if missing:
-            raise CliError(f"no such tag(s): {', '.join(missing)}")
+            raise CliError(f"no such {kind}: {', '.join(missing)}")
         for name in names:
-            vf.delete_tag(name)
-    click.echo(f"deleted tag(s) {' '.join(names)}")
+            delete(name)
+    click.echo(f"deleted {kind} {' '.join(names)}")
 
 
 @cli.command()
