@@ -126,6 +126,12 @@ def test_version_names_taken_by_refs_are_refused(path, vf):
         vf["nothing"]
     with pytest.raises(KeyError):  # still a KeyError, like versioned-hdf5
         vf["nothing"]
+    vf.create_branch("dev")
+    vf.create_tag("t1")
+    with pytest.raises(RefNotFoundError, match=r"No branch named 'x' \(the branches: b, dev\)"):
+        vf.switch_branch("x")
+    with pytest.raises(RefNotFoundError, match=r"No tag named 'x' \(the tags: t, t1\)"):
+        vf.delete_tag("x")
 
 
 def test_ambiguous_names_of_older_files_are_reported(path, vf):

@@ -110,7 +110,8 @@ class Refs:
         found = self.get(kind, name)
         if found is None:
             known = ", ".join(sorted(self._load()[kind])) or "none"
-            raise RefNotFoundError(f"No {kind} named {name!r} (the {kind}s: {known}).")
+            plural = "branches" if kind == BRANCH else f"{kind}s"
+            raise RefNotFoundError(f"No {kind} named {name!r} (the {plural}: {known}).")
         return found
 
     @property
