@@ -193,6 +193,53 @@ def test_fast_forward_through_a_merge_parent_loads_no_merge_machinery(tmp_path):
         assert again["d2"]["x"][1] == -1 and again["d2"]["x"][50] == -50
 
 
+def test_fast_forward_checks_a_long_history_read_anew(tmp_path):
+    """Whether a merge is a fast-forward is found through more versions than are
+    walked one by one (then the whole log is read) in a handle that read none of them
+    before: a branch behind by 40 versions fast-forwards, a diverged one merges."""
+    path = tmp_path / "long.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=np.arange(100), chunks=(10,))
+        for branch in ("main", "dev", "other"):
+            vf.create_branch(branch)
+        for number in range(1, 41):
+            with vf.stage_version(f"d{number}", branch="dev", make_current=False) as g:
+                g["x"][number] = -number
+        with vf.stage_version("o1", branch="other", make_current=False) as g:
+            g["x"][99] = -99
+    with h5vc.open(str(path), "r+") as vf:
+        result = vf.merge("dev", into="main")
+        assert (result.kind, result.version, result.base) == ("fast-forward", "d40", "v0")
+        merged = vf.merge("dev", into="other", name="m")
+    assert merged.kind == "merge" and merged.base == "v0"
+    with h5vc.open(str(path)) as vf:
+        assert vf.branches["main"] == "d40" and vf.branches["other"] == "m"
+        expected = np.arange(100)
+        expected[1:41] = -np.arange(1, 41)
+        expected[99] = -99
+        assert np.array_equal(vf["m"]["x"][:], expected)
+
+
+def test_merge_results_compare_by_value_and_name_their_fields(vf):
+    from h5vc.lifecycle.results import MergeResult
+
+    _branches(vf)
+    with vf.stage_version("d1", branch="dev", make_current=False) as g:
+        g["x"][0] = 1
+    base = vf.current_version
+    result = vf.merge("dev")
+    assert result == MergeResult("fast-forward", "d1", base, base, "d1")
+    assert result != MergeResult("fast-forward", "d1", base, base, "d1", chunks_taken=1)
+    assert result != ("fast-forward", "d1")
+    assert repr(result) == (
+        f"MergeResult(kind='fast-forward', version='d1', base={base!r}, ours={base!r}, "
+        "theirs='d1', conflicts=[], chunks_taken=0, chunks_merged=0)"
+    )
+    with pytest.raises(TypeError):
+        hash(result)
+
+
 def test_no_fast_forward_when_asked(vf):
     _branches(vf)
     with vf.stage_version("d1", branch="dev", make_current=False) as g:

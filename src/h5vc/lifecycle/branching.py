@@ -251,6 +251,11 @@ def merge(
     return result
 
 
+#: Versions a fast-forward check walks back one by one (a version this process
+#: committed or read costs no read) before it reads every version's parents at once.
+_WALK_BEFORE_LOG = 32
+
+
 def _fast_forwards(state: FileState, ours: str, theirs: str, on_conflict: Any) -> bool:
     """Whether merging ``theirs`` into ``ours`` is a fast-forward: ``ours`` is a proper
     ancestor of ``theirs`` (then it is also their newest common ancestor, the merge
@@ -260,10 +265,13 @@ def _fast_forwards(state: FileState, ours: str, theirs: str, on_conflict: Any) -
     log = state.log
     if ours not in log or theirs not in log:
         return False
-    log.names()  # every version's parents in one read (the index's log column)
     seen = {theirs}
     todo = [theirs]
     while todo:
+        if len(seen) == _WALK_BEFORE_LOG:
+            # A long way back: every version's parents in one read (the index's log
+            # column) rather than one read per version not met before.
+            log.names()
         for parent in log.parents(todo.pop()):
             if parent == ours:
                 return True

@@ -23,8 +23,9 @@ from h5vc.errors import (
     NothingToMergeError,
     UnrelatedHistoriesError,
 )
+from h5vc.lifecycle.conflicts import Conflict
 from h5vc.lifecycle.merge_chunks import merge_elements, plan_chunks, result_shape
-from h5vc.lifecycle.results import Conflict, MergeResult
+from h5vc.lifecycle.results import MergeResult
 from h5vc.store import ChunkMap, layout, read_attributes, read_fill, staged_array
 from h5vc.versions import (
     DatasetCommit,
