@@ -91,3 +91,17 @@ def test_a_file_shorter_than_its_chunks_is_reported(tmp_path: Path) -> None:
         end = int(table.offsets.max() + table.sizes.max())
         assert reader._mapped(end) is not None
         assert reader._mapped(end + (1 << 30)) is None  # past the end: not mapped
+
+
+def test_the_datasets_of_a_file_share_its_map(tmp_path: Path) -> None:
+    path = tmp_path / "f.h5"
+    a, b = np.arange(4000.0).reshape(50, 80), -np.arange(4000.0).reshape(80, 50)
+    with h5vc.open(path, "w") as vf, vf.stage_version("v0") as group:
+        group.create_dataset("a", data=a, chunks=(10, 10))
+        group.create_dataset("b", data=b, chunks=(10, 10))
+    with h5vc.open(path, "r") as vf:
+        np.testing.assert_array_equal(vf["v0"]["a"][()], a)
+        np.testing.assert_array_equal(vf["v0"]["b"][()], b)
+        maps = {id(reader._map) for reader in readers() if reader._map is not None}
+        assert len(maps) == 1
+        assert len(readers()) >= 2

@@ -54,6 +54,10 @@ BAND_BYTES = 4 * planner.PIECE_BYTES
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
+#: The memory map of each mapped file, by device, inode and descriptor, shared by its
+#: readers (:meth:`FastReader._mapped`) and unmapped when none holds it any more.
+_MAPS: weakref.WeakValueDictionary[tuple[int, int, int], np.ndarray] = weakref.WeakValueDictionary()
+
 
 def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
     """The positioned-read reader of ``raw_data``, or None when HDF5 must read it."""
@@ -146,7 +150,8 @@ class FastReader:
         once; positioned reads copy them into a buffer first (a sixth of a full read's
         CPU time for 100x100 chunks). Only files opened read-only are mapped: their
         committed bytes change only under the write lock their readers wait for (and a
-        changed file is opened anew), so the mapped bytes never shrink under a read."""
+        changed file is opened anew), so the mapped bytes never shrink under a read.
+        The readers of one file share its map (:data:`_MAPS`)."""
         mapped = self._map
         if mapped is not None and len(mapped) >= end:
             return mapped
@@ -155,10 +160,14 @@ class FastReader:
         import mmap
 
         try:
-            size = os.fstat(self.fd).st_size
-            if size < end:
+            status = os.fstat(self.fd)
+            if status.st_size < end:
                 return None
-            mapped = np.frombuffer(mmap.mmap(self.fd, size, access=mmap.ACCESS_READ), np.uint8)
+            key = (status.st_dev, status.st_ino, self.fd)
+            mapped = _MAPS.get(key)
+            if mapped is None or len(mapped) < end:
+                view = mmap.mmap(self.fd, status.st_size, access=mmap.ACCESS_READ)
+                mapped = _MAPS[key] = np.frombuffer(view, np.uint8)
         except (OSError, ValueError):  # a descriptor that cannot be mapped
             self.mappable = False
             return None
