@@ -11,7 +11,9 @@ than the result's rows (the chunk columns of a 2-D result) are read band by band
 band of rows of the result filled by one thread from the stored rows of every chunk
 crossing it; otherwise runs of chunks that lie one after the other in the file are
 read in pieces into a buffer of the reading thread and copied into place, the pieces
-shared out between threads in the order of their place in the result. Compressed chunks are read raw, in runs of
+shared out between threads in the order of their place in the result. Files opened
+read-only are memory-mapped instead: all but whole rows are copied into place piece by
+piece from the map, with no buffer between. Compressed chunks are read raw, in runs of
 adjacent chunks by the thread that decodes them (:mod:`h5vc.hdf5.codecs`), on all
 cores. Every size that decides between these ways is a threshold of
 :mod:`h5vc.store.planner`.
