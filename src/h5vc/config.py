@@ -21,6 +21,7 @@ Positioned reads of the versioned store
     ``SCATTER_MIN_BYTES`` (4 KiB) -- stretches this long are read straight into the
     result. ``KEEP_BYTES`` (16 MiB) -- a thread keeps read buffers up to this size.
     ``SCATTER_MAX_GAP`` (8 KiB) -- a gap this small between two reads is read through.
+    ``MAP_READS`` (1) -- 1: files opened read-only are read from a memory map.
     ``GROUPS_PER_WORKER`` (4) -- pool tasks per thread a batch is cut into.
     ``HEADER_FIRST_READ`` (512) -- bytes of an object header read at first.
     ``BTREE_FIRST_ENTRIES`` (64) -- chunk B-tree entries read with a node's header.
@@ -148,6 +149,9 @@ SCATTER_MIN_BYTES = _define("SCATTER_MIN_BYTES", 4 * _K)
 KEEP_BYTES = _define("KEEP_BYTES", 16 * _M)
 #: A gap of at most this many bytes between two segments is read and thrown away.
 SCATTER_MAX_GAP = _define("SCATTER_MAX_GAP", 8 * _K, minimum=0)
+#: 1: uncompressed chunks of files opened read-only are copied from a memory map of
+#: the file (0: read with positioned reads into a buffer first).
+MAP_READS = _define("MAP_READS", 1, minimum=0)
 #: Items are handed to a pool in this many groups per thread.
 GROUPS_PER_WORKER = _define("GROUPS_PER_WORKER", 4)
 #: Bytes of an object header read at first.

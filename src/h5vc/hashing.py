@@ -23,7 +23,14 @@ import h5vc.config as config
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["chunk_hash", "fill_chunk_hash", "hash_in_batches", "prefetch"]
+__all__ = [
+    "chunk_hash",
+    "fill_chunk_hash",
+    "hash_in_batches",
+    "fill_item",
+    "may_be_fill",
+    "prefetch",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -133,3 +140,26 @@ def fill_chunk_hash(shape: tuple[int, ...], dtype: np.dtype, fillvalue: Any) -> 
             _FILL_HASHES.clear()
         _FILL_HASHES[key] = digest
     return digest
+
+
+def fill_item(dtype: np.dtype, fillvalue: Any) -> Any:
+    """``fillvalue`` as a value of ``dtype``, as Python's number for
+    :func:`may_be_fill` (None where it is not one)."""
+    if np.dtype(dtype).kind not in "biuf":
+        return None
+    try:
+        return np.asarray(fillvalue, dtype=dtype)[()].item()
+    except (TypeError, ValueError, OverflowError):  # not a value of the dtype
+        return None
+
+
+def may_be_fill(chunk: np.ndarray, fill: Any) -> bool:
+    """False when ``chunk`` cannot hold only the fill value ``fill`` (from
+    :func:`fill_item`): its first element differs from it. Lets a writer skip hashing a
+    chunk of fill values (:func:`fill_chunk_hash`, as costly as hashing any chunk of its
+    size) for shapes no written chunk starts with the fill value in. True where unsure
+    (strings, compound types, NaN, no fill item)."""
+    if fill is None or chunk.dtype.kind not in "biuf" or not chunk.size:
+        return True
+    first = chunk.item(0)
+    return bool(first == fill) or first != first

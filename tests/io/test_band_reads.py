@@ -49,6 +49,7 @@ def cases(draw: st.DrawFn) -> dict:
         "edits": edits,
         "index": tuple(index),
         "band_bytes": draw(st.sampled_from([1, 8, 100, 4096])),
+        "map_reads": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**16)),
     }
 
@@ -79,6 +80,7 @@ def test_band_reads_equal_numpy(
     monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 0)
     monkeypatch.setattr(planner, "SCATTER_MIN_BYTES", 1 << 40)  # none straight into the result
     monkeypatch.setattr(fastread, "BAND_BYTES", case["band_bytes"])
+    monkeypatch.setattr(fastread, "MAP_READS", case["map_reads"])
     path = tmp_path_factory.mktemp("bands") / "f.h5"
     models = _write(path, case)
     with h5vc.open(path, "r") as vf:
@@ -100,6 +102,7 @@ def test_chunk_columns_of_a_2d_result_are_read_in_bands(
     monkeypatch.setattr(planner, "HDF5_READ_BYTES", 0)
     monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 0)
     monkeypatch.setattr(fastread, "BAND_BYTES", 4 * 40 * 8)
+    monkeypatch.setattr(fastread, "MAP_READS", False)  # bands read into a buffer
     data = np.arange(1600, dtype=np.float64).reshape(40, 40)
     with h5vc.open(tmp_path / "f.h5", "w") as vf:
         with vf.stage_version("v0") as group:

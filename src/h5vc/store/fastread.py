@@ -11,7 +11,9 @@ than the result's rows (the chunk columns of a 2-D result) are read band by band
 band of rows of the result filled by one thread from the stored rows of every chunk
 crossing it; otherwise runs of chunks that lie one after the other in the file are
 read in pieces into a buffer of the reading thread and copied into place, the pieces
-shared out between threads in the order of their place in the result. Compressed chunks are read raw, in runs of
+shared out between threads in the order of their place in the result. Files opened
+read-only are memory-mapped instead: all but whole rows are copied into place piece by
+piece from the map, with no buffer between. Compressed chunks are read raw, in runs of
 adjacent chunks by the thread that decodes them (:mod:`h5vc.hdf5.codecs`), on all
 cores. Every size that decides between these ways is a threshold of
 :mod:`h5vc.store.planner`.
@@ -33,6 +35,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+import h5vc.config as config
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5 import codecs, scatter
 from h5vc.hdf5.chunktable import ChunkTable
@@ -43,11 +46,19 @@ from h5vc.store import planner
 
 __all__ = ["ChunkTable", "FastReader", "fast_reader", "forget"]
 
+#: Whether uncompressed chunks of files opened read-only are copied from a memory map
+#: of the file (:meth:`FastReader._mapped`).
+MAP_READS = bool(config.MAP_READS)
+
 #: Bytes of the result a thread fills at a time when it reads chunks narrower than
 #: the result's rows (:meth:`FastReader._band_rows`): a few pieces, within the cache.
 BAND_BYTES = 4 * planner.PIECE_BYTES
 
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
+
+#: The memory map of each mapped file, by device, inode and descriptor, shared by its
+#: readers (:meth:`FastReader._mapped`) and unmapped when none holds it any more.
+_MAPS: weakref.WeakValueDictionary[tuple[int, int, int], np.ndarray] = weakref.WeakValueDictionary()
 
 
 def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
@@ -91,6 +102,10 @@ class FastReader:
         self.pipeline = pipeline
         self.table: ChunkTable | None = None
         self.grown = False
+        #: Whether uncompressed chunks may be read from a memory map of the file (a file
+        #: opened read-only: :meth:`_mapped`).
+        self.mappable = False
+        self._map: np.ndarray | None = None
 
     def names(self) -> tuple[str, str]:
         """File and object name of the dataset read, for error messages."""
@@ -124,7 +139,42 @@ class FastReader:
         pipeline = pipeline_of(dcpl, dtype.itemsize, chunk_bytes)
         if pipeline is None and dcpl.get_nfilters():
             return None
-        return cls(raw_data.id, fd, dtype, chunks, pipeline)
+        reader = cls(raw_data.id, fd, dtype, chunks, pipeline)
+        reader.mappable = MAP_READS and raw_data.file.id.get_intent() == h5py.h5f.ACC_RDONLY
+        return reader
+
+    def _mapped(self, end: int) -> np.ndarray | None:
+        """The file's bytes up to at least ``end``, as a read-only memory map; None where
+        the file is not mapped (not opened read-only, or shorter than ``end``: then
+        positioned reads report the missing bytes).
+
+        Read from the map, a chunk's rows are copied from the page cache into the result
+        once; positioned reads copy them into a buffer first (a sixth of a full read's
+        CPU time for 100x100 chunks). Only files opened read-only are mapped: their
+        committed bytes change only under the write lock their readers wait for (and a
+        changed file is opened anew), so the mapped bytes never shrink under a read.
+        The readers of one file share its map (:data:`_MAPS`)."""
+        mapped = self._map
+        if mapped is not None and len(mapped) >= end:
+            return mapped
+        if not self.mappable:
+            return None
+        import mmap
+
+        try:
+            status = os.fstat(self.fd)
+            if status.st_size < end:
+                return None
+            key = (status.st_dev, status.st_ino, self.fd)
+            mapped = _MAPS.get(key)
+            if mapped is None or len(mapped) < end:
+                view = mmap.mmap(self.fd, status.st_size, access=mmap.ACCESS_READ)
+                mapped = _MAPS[key] = np.frombuffer(view, np.uint8)
+        except (OSError, ValueError):  # a descriptor that cannot be mapped
+            self.mappable = False
+            return None
+        self._map = mapped
+        return mapped
 
     # -- the chunk table ------------------------------------------------------------
 
@@ -185,7 +235,9 @@ class FastReader:
         if self.pipeline is None:
             if scatter.available() and destination.flags.c_contiguous:
                 tasks = self._read_scatter(destination, table, tasks)
-            band_rows = self._band_rows(destination, tasks)
+            # Copied from the map, pieces cost less than bands (a tenth less CPU time
+            # for 100x100 chunks of a 4000x4000 result): no buffer to keep in the cache.
+            band_rows = 0 if self.mappable else self._band_rows(destination, tasks)
             if band_rows:
 
                 def read_band(band: list[_Task]) -> None:
@@ -276,7 +328,9 @@ class FastReader:
 
         Short stretches (a 100x100 chunk of a wide 2-D result is 100 stretches of 800
         bytes) stay with the buffered path: the kernel's copy per stretch costs as
-        much as numpy's, and planning 100 segments per chunk costs more.
+        much as numpy's, and planning 100 segments per chunk costs more. So do all
+        stretches but whole rows of a mapped file (:meth:`_mapped`): copied piece by
+        piece from the map, 1000x1000 chunks of a 4000x4000 result cost a tenth less CPU time.
         """
         row_bytes = self.row_bytes
         strides = destination.strides
@@ -289,8 +343,8 @@ class FastReader:
         for (src_rest, count_rest), group in groups.items():
             run_src, run_dst, run_len = self._row_runs(src_rest, count_rest, strides[1:])
             whole_rows = len(run_len) == 1 and run_len[0] == row_bytes == strides[0]
-            if not whole_rows and run_len.min() < planner.SCATTER_MIN_BYTES:
-                left.extend(group)
+            if not whole_rows and (self.mappable or run_len.min() < planner.SCATTER_MIN_BYTES):
+                left.extend(group)  # read band by band (from the map: fewer copies)
                 continue
             files = np.array(
                 [table.offsets[t.slot] + t.rows[0] * row_bytes for t in group], np.int64
@@ -395,12 +449,16 @@ class FastReader:
             at += size
 
     def _read_plain(self, destination: np.ndarray, table: ChunkTable, task: _Task) -> None:
-        """One piece of a run of uncompressed chunks adjacent in the file: read into
-        this thread's buffer, then copied into place."""
+        """One piece of a run of uncompressed chunks adjacent in the file: copied into
+        place from the memory map of the file, or read into this thread's buffer first."""
         n = task.count[0]
-        buffer = _scratch("rows", n * self.row_bytes)
         start = int(table.offsets[task.slot]) + task.rows[0] * self.row_bytes
-        _pread_into(self.fd, as_bytes(buffer), start)
+        mapped = self._mapped(start + n * self.row_bytes) if self.mappable else None
+        if mapped is None:
+            buffer = _scratch("rows", n * self.row_bytes)
+            _pread_into(self.fd, as_bytes(buffer), start)
+        else:
+            buffer = mapped[start : start + n * self.row_bytes]
         rows = buffer.view(self.dtype).reshape(n, *self.chunks[1:])
         rest = (slice(None), *(slice(s, s + k) for s, k in zip(task.src_rest, task.count[1:])))
         destination[task.destination_box()] = rows[rest]

@@ -36,7 +36,15 @@ from h5vc.errors import (
     MetadataMismatchError,
     UnsupportedDtypeError,
 )
-from h5vc.hashing import HASH_BATCH_BYTES, chunk_hash, fill_chunk_hash, hash_in_batches, prefetch
+from h5vc.hashing import (
+    HASH_BATCH_BYTES,
+    chunk_hash,
+    fill_chunk_hash,
+    fill_item,
+    hash_in_batches,
+    may_be_fill,
+    prefetch,
+)
 from h5vc.hdf5 import codecs
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
@@ -562,6 +570,7 @@ class _BatchWriter:
     def __init__(self, store: RawDataStore, fillvalue: Any, skip_fill: bool):
         self.store = store
         self.fill = _fill_scalar(store.raw_data.dtype, fillvalue)
+        self.fill_item = fill_item(store.dtype, self.fill)
         self.skip_fill = skip_fill
         self.pending: dict[bytes, int] = {}
         self.fill_digests: dict[tuple[int, ...], bytes] = {}
@@ -569,13 +578,14 @@ class _BatchWriter:
         self.new_rows: list[int] = []
 
     def _fill_digests(self, batch: Sequence[np.ndarray]) -> set[bytes]:
-        """Digests of all-fill chunks of every shape in ``batch``."""
+        """Digests of all-fill chunks of every shape in ``batch`` that a chunk of it
+        may hold only the fill value in (:func:`~h5vc.hashing.may_be_fill`)."""
         if not self.skip_fill or not batch:
             return set()
-        known = self.fill_digests
-        for shape in {chunk.shape for chunk in batch}:
-            if shape not in known:
-                known[shape] = fill_chunk_hash(shape, batch[0].dtype, self.fill)
+        known, item = self.fill_digests, self.fill_item
+        for chunk in batch:
+            if chunk.shape not in known and may_be_fill(chunk, item):
+                known[chunk.shape] = fill_chunk_hash(chunk.shape, batch[0].dtype, self.fill)
         return set(known.values())
 
     def place(

@@ -1,0 +1,107 @@
+"""Large reads of files opened read-only copy uncompressed chunks from a memory map of
+the file: they give what positioned reads and HDF5 give, for any selection and edit
+history; writable files are never mapped; a file shorter than its chunk index says
+is reported, not mapped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import h5vc
+from h5vc.store import fastread, planner
+
+
+@pytest.fixture(autouse=True)
+def positioned_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner, "HDF5_READ_BYTES", 0)  # every read by positioned reads
+    monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 0)
+
+
+def readers() -> list[fastread.FastReader]:
+    return [reader for reader in fastread._READERS.values() if reader is not None]
+
+
+def write_versions(path: Path, chunks: tuple[int, ...]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    model = rng.random((60, 70))
+    models = {"v0": model.copy()}
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as group:
+            group.create_dataset("x", data=model, chunks=chunks)
+        for number in range(1, 4):
+            row, col = rng.integers(0, 50, 2)
+            model[row : row + 7, col : col + 9] = -number
+            with vf.stage_version(f"v{number}") as group:
+                group["x"][row : row + 7, col : col + 9] = -number
+            models[f"v{number}"] = model.copy()
+    return models
+
+
+INDICES = [(), np.s_[3:57, 5:66], np.s_[10], np.s_[:, 33], np.s_[7:8, 1:69]]
+
+
+@pytest.mark.parametrize("chunks", [(8, 10), (60, 7), (5, 70), (13, 13)])
+def test_mapped_reads_equal_positioned_reads_and_hdf5(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: tuple[int, ...]
+) -> None:
+    path = tmp_path / "f.h5"
+    models = write_versions(path, chunks)
+    for map_reads in (True, False):
+        monkeypatch.setattr(fastread, "MAP_READS", map_reads)
+        with h5vc.open(path, "r") as vf:
+            for version, expected in models.items():
+                for index in INDICES:
+                    np.testing.assert_array_equal(vf[version]["x"][index], expected[index])
+            mapped = [reader for reader in readers() if reader._map is not None]
+            assert bool(mapped) == map_reads
+    with h5py.File(path, "r") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        for version, expected in models.items():
+            np.testing.assert_array_equal(vf[version]["x"][()], expected)
+            np.testing.assert_array_equal(f[f"_version_data/versions/{version}/x"][()], expected)
+
+
+def test_writable_files_are_not_mapped(tmp_path: Path) -> None:
+    path = tmp_path / "f.h5"
+    models = write_versions(path, (8, 10))
+    with h5vc.open(path, "r+") as vf:
+        for version, expected in models.items():
+            np.testing.assert_array_equal(vf[version]["x"][()], expected)
+        with vf.stage_version("v9") as group:
+            group["x"][:5] = 1.5
+        expected = models["v3"].copy()
+        expected[:5] = 1.5
+        np.testing.assert_array_equal(vf["v9"]["x"][()], expected)
+        assert readers() and all(reader._map is None for reader in readers())
+
+
+def test_a_file_shorter_than_its_chunks_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "f.h5"
+    write_versions(path, (8, 10))
+    with h5py.File(path, "r") as f:
+        raw_data = f["_version_data/x/raw_data"]
+        reader = fastread.fast_reader(raw_data)
+        assert reader is not None and reader.mappable
+        table = reader._table()
+        assert table is not None
+        end = int(table.offsets.max() + table.sizes.max())
+        assert reader._mapped(end) is not None
+        assert reader._mapped(end + (1 << 30)) is None  # past the end: not mapped
+
+
+def test_the_datasets_of_a_file_share_its_map(tmp_path: Path) -> None:
+    path = tmp_path / "f.h5"
+    a, b = np.arange(4000.0).reshape(50, 80), -np.arange(4000.0).reshape(80, 50)
+    with h5vc.open(path, "w") as vf, vf.stage_version("v0") as group:
+        group.create_dataset("a", data=a, chunks=(10, 10))
+        group.create_dataset("b", data=b, chunks=(10, 10))
+    with h5vc.open(path, "r") as vf:
+        np.testing.assert_array_equal(vf["v0"]["a"][()], a)
+        np.testing.assert_array_equal(vf["v0"]["b"][()], b)
+        maps = {id(reader._map) for reader in readers() if reader._map is not None}
+        assert len(maps) == 1
+        assert len(readers()) >= 2
