@@ -565,18 +565,51 @@ class _BatchWriter:
         self.skip_fill = skip_fill
         self.pending: dict[bytes, int] = {}
         self.fill_digests: dict[tuple[int, ...], bytes] = {}
+        self._first_bytes: dict[tuple[str, str], bytes] = {}
         self.new_digests: list[bytes] = []
         self.new_rows: list[int] = []
 
     def _fill_digests(self, batch: Sequence[np.ndarray]) -> set[bytes]:
-        """Digests of all-fill chunks of every shape in ``batch``."""
+        """Digests of all-fill chunks of the shapes in ``batch`` that may be all fill.
+
+        A chunk whose first element differs (bit for bit) from the fill value is not
+        all fill, so the digest of a fill chunk of its shape is not needed: an append
+        stores a short last chunk of another shape at every commit, and hashing a
+        fill chunk of that shape would cost as much as hashing the chunk itself.
+        """
         if not self.skip_fill or not batch:
             return set()
         known = self.fill_digests
-        for shape in {chunk.shape for chunk in batch}:
-            if shape not in known:
-                known[shape] = fill_chunk_hash(shape, batch[0].dtype, self.fill)
+        dtype = batch[0].dtype
+        first = self._fill_first_bytes(dtype)
+        shapes = set()
+        for chunk in batch:
+            if chunk.shape in known or chunk.shape in shapes:
+                continue
+            if (
+                first is not None
+                and chunk.size
+                and chunk.dtype == dtype
+                and chunk[(slice(0, 1),) * chunk.ndim].tobytes() != first
+            ):
+                continue
+            shapes.add(chunk.shape)
+        for shape in shapes:
+            known[shape] = fill_chunk_hash(shape, dtype, self.fill)
         return set(known.values())
+
+    def _fill_first_bytes(self, dtype: np.dtype) -> bytes | None:
+        """The bytes of one element of the fill value in ``dtype`` (None for
+        variable-length types, whose elements are compared by hashing only)."""
+        if dtype.hasobject:
+            return None
+        key = dtype.str, str(dtype.descr)
+        found = self._first_bytes.get(key)
+        if found is None:
+            scalar = np.empty(1, dtype=dtype)
+            scalar[...] = self.fill
+            found = self._first_bytes[key] = scalar.tobytes()
+        return found
 
     def place(
         self,
