@@ -64,3 +64,148 @@ def test_fill_chunks_of_structured_and_string_dtypes(
     assert largest_index(h5file, "s") == 1
     assert vf["v1"]["c"][5].tolist() == (1, 2.0)
     assert vf["v1"]["s"][1] == b"x"
+
+
+# -- chunks of the last commit, read back from memory -----------------------------------
+
+
+def _appended(vf: VersionedHDF5File, rows: np.ndarray, **options: object) -> list[np.ndarray]:
+    """Commit ``rows`` 3 rows at a time (chunks of 4 rows); return each version's data."""
+    expected = []
+    with vf.stage_version("v0") as g:
+        g.create_dataset("t", data=rows[:3], chunks=(4, *rows.shape[1:]), **options)
+    expected.append(rows[:3])
+    for n in range(1, len(rows) // 3):
+        with vf.stage_version(f"v{n}") as g:
+            t = g["t"]
+            old = t.shape[0]
+            t.resize((old + 3, *rows.shape[1:]))
+            t[old:] = rows[old : old + 3]
+        expected.append(rows[: old + 3])
+    return expected
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_appends_read_the_last_commits_chunk_from_memory(
+    vf: VersionedHDF5File, h5file: h5py.File, monkeypatch: pytest.MonkeyPatch, compression: str
+) -> None:
+    from h5vc.store import reading
+
+    from_file = []
+    original = reading.RawDataSlab.read_hyperslabs
+
+    def counting(self: reading.RawDataSlab, destination: np.ndarray, *args: object) -> bool:
+        from_file.append(type(self).__name__)
+        return original(self, destination, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reading.RawDataSlab, "read_hyperslabs", counting)
+    rows = np.arange(30 * 2, dtype="f8").reshape(30, 2)
+    expected = _appended(vf, rows, compression=compression)
+    assert from_file == []  # every partly filled chunk came from memory
+    for n, data in enumerate(expected):
+        assert_same_array(vf[f"v{n}"]["t"][()], data)
+        assert_same_array(h5file[f"_version_data/versions/v{n}/t"][()], data)
+
+
+def test_recent_chunks_serve_strided_and_2d_reads(vf: VersionedHDF5File) -> None:
+    data = np.arange(6 * 10, dtype="i4").reshape(6, 10)
+    with vf.stage_version("v0") as g:
+        g.create_dataset("x", data=data, chunks=(4, 4))
+    with vf.stage_version("v1") as g:
+        g["x"][5, 9] = -1
+        data[5, 9] = -1
+    with vf.stage_version("v2") as g:
+        assert_same_array(g["x"][::2, 1::3], data[::2, 1::3])
+        assert_same_array(g["x"][3:6, 2:9], data[3:6, 2:9])
+        g["x"][4, ::4] = 7
+        data[4, ::4] = 7
+        g["x"].resize((8, 10))
+        data = np.concatenate([data, np.zeros((2, 10), dtype="i4")])
+    assert_same_array(vf["v2"]["x"][()], data)
+    assert_same_array(vf["v1"]["x"][5], np.r_[np.arange(50, 59), -1].astype("i4"))
+
+
+def test_recent_chunks_are_forgotten_when_their_slots_change(path: str) -> None:
+    """After delete_versions moves chunks, and after an abandoned stage, the next
+    commits read what the file holds."""
+    import h5vc
+
+    rows = np.arange(15.0)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("t", data=rows[:5], chunks=(4,))
+        with vf.stage_version("v1") as g:
+            g["t"][4] = -1.0
+        with vf.stage_version("v2") as g:
+            g["t"][0] = -2.0
+        h5vc.delete_versions(vf, ["v1"])
+        with vf.stage_version("v3") as g:
+            g["t"].resize((7,))
+            g["t"][5:] = [8.0, 9.0]
+        with pytest.raises(RuntimeError), vf.stage_version("v4") as g:
+            g["t"][6] = 100.0
+            raise RuntimeError("abandoned")
+        with vf.stage_version("v5") as g:
+            g["t"][0] = 3.0
+        assert_same_array(vf["v2"]["t"][()], np.array([-2.0, 1, 2, 3, -1.0]))
+        assert_same_array(vf["v3"]["t"][()], np.array([-2.0, 1, 2, 3, -1.0, 8, 9]))
+        assert_same_array(vf["v5"]["t"][()], np.array([3.0, 1, 2, 3, -1.0, 8, 9]))
+
+
+@pytest.mark.parametrize("journaled", [True, False])
+def test_a_failed_commit_forgets_recent_chunks(
+    path: str, monkeypatch: pytest.MonkeyPatch, journaled: bool
+) -> None:
+    """A commit that fails after storing its chunks is taken back (rolled back, or the
+    store cut back where h5vc does not journal the file): what it kept is forgotten and
+    later commits read the file."""
+    import warnings
+
+    from h5vc.errors import UnjournaledFileWarning
+    from h5vc.versions import commit
+
+    with h5py.File(path, "w") as f:
+        held = None if journaled else f["/"]  # another open object: not journaled
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnjournaledFileWarning)
+            vf = VersionedHDF5File(f)
+        with vf.stage_version("v0") as g:
+            g.create_dataset("t", data=np.arange(6.0), chunks=(4,))
+        with vf.stage_version("v1") as g:
+            g["t"][5] = -5.0
+
+        def failing(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("failed")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(commit, "create_virtual_dataset", failing)
+            with pytest.raises(RuntimeError), vf.stage_version("v2") as g:
+                g["t"][5] = 50.0
+        assert not vf.file_state.stores.require("t", "v1").recent
+        with vf.stage_version("v3") as g:
+            g["t"][4] = 40.0
+        assert_same_array(vf["v3"]["t"][()], np.array([0.0, 1, 2, 3, 40, -5]))
+        assert_same_array(f["_version_data/versions/v3/t"][()], vf["v3"]["t"][()])
+        del held
+
+
+def test_store_keeps_only_the_last_store_chunks_call(path: str) -> None:
+    import h5vc
+    from h5vc.store import RawDataStore, recent
+
+    with h5py.File(path, "w") as f:
+        store = RawDataStore.create(f, "s", dtype=np.dtype("f8"), chunks=(4,))
+        slots = store.store_chunks([np.arange(4.0), np.arange(2.0) + 10])
+        assert sorted(store.recent) == slots.tolist()
+        assert_same_array(store.recent[int(slots[1])], np.array([10.0, 11.0, 0.0, 0.0]))
+        store.store_array(np.arange(8.0) + 100)  # write-through: kept chunks stay
+        assert sorted(store.recent) == slots.tolist()
+        more = store.store_chunks([np.arange(4.0) + 20])
+        assert sorted(store.recent) == more.tolist()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(recent, "RECENT_CHUNK_BYTES", 40)
+            store.store_chunks([np.arange(4.0) + 30, np.arange(4.0) + 40])
+        assert store.recent == {}  # more than the bytes kept
+        store.reload()
+        assert store.recent == {}
+    del h5vc

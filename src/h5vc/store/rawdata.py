@@ -155,6 +155,11 @@ class RawDataStore:
         #: Whether raw_data stores chunks as their bytes in memory: no filters, and
         #: its file type is its dtype's own (found on the first write).
         self._stores_raw_bytes: bool | None = None
+        #: The chunks the last :meth:`store_chunks` wrote, by slot (copies of their
+        #: rows; a short last chunk keeps the rows written): read back from memory by
+        #: the next commit (:mod:`h5vc.store.recent`).
+        self.recent: dict[int, np.ndarray] = {}
+        self._keep_recent = False
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -280,6 +285,7 @@ class RawDataStore:
 
     def reload(self) -> None:
         """Forget what was read (the store was rewritten in place)."""
+        self.recent = {}
         self._n_rows_read = None
         self._n_slots = None
         self._index = None
@@ -390,12 +396,18 @@ class RawDataStore:
         slots = np.empty(len(chunks), dtype=np.int64)
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
+        self.recent = {}
+        self._keep_recent = self.dtype.kind != "O"
         try:
             for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
                 offset += len(batch)
             writer.finish()
+        except BaseException:
+            self.recent = {}
+            raise
         finally:
+            self._keep_recent = False
             self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
@@ -457,6 +469,7 @@ class RawDataStore:
             self.raw_data.resize((first + count) * c0, axis=0)
             self._n_slots = first + count
         self._first_free = first + count
+        self._remember(data, first, count)
         pipeline = self.pipeline
         if pipeline is None:
             whole = len(data) // c0 * c0
@@ -491,6 +504,27 @@ class RawDataStore:
         from h5vc.store import fastread
 
         fastread.forget(self.raw_data, appended=first >= held)
+
+    def _remember(self, data: np.ndarray, first: int, count: int) -> None:
+        """Keep a copy of ``count`` chunks written to slots from ``first`` in
+        :attr:`recent` while :meth:`store_chunks` writes (up to
+        :data:`~h5vc.store.recent.RECENT_CHUNK_BYTES` in all); forget what was kept of
+        those slots otherwise."""
+        recent = self.recent
+        if recent:
+            for slot in range(first, first + count):
+                recent.pop(slot, None)
+        if not self._keep_recent or data.dtype != self.dtype:
+            return
+        from h5vc.store.recent import RECENT_CHUNK_BYTES
+
+        kept = sum(chunk.nbytes for chunk in recent.values())
+        if kept + data.nbytes > RECENT_CHUNK_BYTES:
+            return
+        copy = np.array(data, order="C")
+        c0 = self.chunks[0]
+        for i in range(count):
+            recent[first + i] = copy[i * c0 : (i + 1) * c0]
 
     def _writes_raw_bytes(self, data: np.ndarray) -> bool:
         """Whether ``data`` (chunks back to back along axis 0) holds exactly the bytes
@@ -542,6 +576,7 @@ class RawDataStore:
     def rollback(self, checkpoint: tuple[int, int, int]) -> None:
         """Forget every chunk stored since ``checkpoint`` was taken."""
         raw_rows, table_rows, n_rows = checkpoint
+        self.recent = {}
         self._unwritten.clear()
         self.raw_data.resize(raw_rows, axis=0)
         from h5vc.store import fastread

@@ -416,6 +416,12 @@ class StagedGroup(_GroupBase):
         chunk_map = self._state.chunk_maps.get(version, path, obj)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
+        if store.recent:  # the chunks the last commit wrote: read from memory
+            from h5vc.store.recent import RecentChunksSlab
+
+            array.slabs[1] = RecentChunksSlab(
+                store.raw_data, dict(store.recent), chunk_map.chunks[0]
+            )
         return StagedDataset(
             "/" + path,
             array,
