@@ -175,7 +175,7 @@ class FileState:
 
     def check_writable(self, action: str) -> None:
         """Raise unless ``action`` may change the file."""
-        filename = self.root.file.filename
+        filename = self.filename
         if not self.writable:
             raise ReadOnlyError(
                 f"Cannot {action}: {filename!r} is open read-only. Open it with mode 'r+' or 'a'."
