@@ -209,3 +209,21 @@ def test_store_keeps_only_the_last_store_chunks_call(path: str) -> None:
         store.reload()
         assert store.recent == {}
     del h5vc
+
+
+def test_object_address_is_hdf5s_address(vf: VersionedHDF5File, h5file: h5py.File) -> None:
+    """The address read with H5Gget_objinfo is H5Oget_info's, equal across hard links,
+    also for objects written in the same session."""
+    from h5vc.store import tree
+
+    with vf.stage_version("v0") as g:
+        g.create_dataset("a", data=np.arange(10.0), chunks=(4,))
+        g.create_group("g").create_dataset("b", data=np.arange(3))
+    with vf.stage_version("v1") as g:
+        g["a"][0] = 5.0
+    versions = h5file["_version_data/versions"]
+    objects = [versions["v0/a"], versions["v1/a"], versions["v0/g"], versions["v1/g/b"], versions]
+    for obj in objects:
+        assert tree.object_address(obj) == h5py.h5o.get_info(obj.id).addr
+    assert tree.object_address(versions["v0/g"]) == tree.object_address(versions["v1/g"])
+    assert tree.object_address(versions["v0/a"]) != tree.object_address(versions["v1/a"])
