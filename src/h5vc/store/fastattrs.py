@@ -67,6 +67,12 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         return False
     key = name.encode()
     if h5a.exists(obj.id, key):
+        if (
+            data.ndim == 0
+            and tid.get_class() != h5t.STRING
+            and _rewrite(obj, key, tid, data, mtype)
+        ):
+            return True
         h5a.delete(obj.id, key)
     attr = h5a.create(obj.id, key, tid, space)
     try:
@@ -77,3 +83,19 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         raise
     attr.close()
     return True
+
+
+def _rewrite(
+    obj: h5py.HLObject, key: bytes, tid: h5t.TypeID, data: np.ndarray, mtype: h5t.TypeID
+) -> bool:
+    """Write the scalar ``data`` over the attribute ``key`` in place if it has the same
+    fixed-size type and a scalar dataspace (True when done): a count or a flag written
+    again keeps its place in the header instead of being deleted and made anew."""
+    attr = h5a.open(obj.id, key)
+    try:
+        if attr.get_space().get_simple_extent_type() != h5s.SCALAR or attr.get_type() != tid:
+            return False
+        attr.write(data, mtype=mtype)
+        return True
+    finally:
+        attr.close()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -41,6 +42,7 @@ from h5vc.hdf5 import codecs
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
+from h5vc.store import fastattrs
 from h5vc.store.groups import compact_chunk_index, require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -561,10 +563,23 @@ class RawDataStore:
         rows["shape"][:, 0] = starts
         rows["shape"][:, 1] = starts + np.asarray(rows_used, dtype=np.int64)
         n_rows = self._n_rows
-        self.hash_table.resize((n_rows + n_new,))
-        self.hash_table[n_rows:] = rows
+        table = self.hash_table
+        if table.dtype == HASH_TABLE_DTYPE and table.ndim == 1:
+            # HDF5's calls, with the memory type made once: h5py's resize and slice
+            # assignment work out selections and the compound type on every call.
+            table_id = table.id
+            table_id.set_extent((n_rows + n_new,))
+            file_space = table_id.get_space()
+            file_space.select_hyperslab((n_rows,), (n_new,))
+            memory_space = h5py.h5s.create_simple((n_new,))
+            table_id.write(memory_space, file_space, rows, mtype=_hash_table_type())
+        else:
+            table.resize((n_rows + n_new,))
+            table[n_rows:] = rows
         # Written last: readers trust rows up to this count only.
-        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + n_new)
+        count = np.int64(n_rows + n_new)
+        if not fastattrs.write(table, ATTR_LARGEST_INDEX, count):
+            table.attrs[ATTR_LARGEST_INDEX] = count
         self._n_rows = n_rows + n_new
 
     # -- undoing writes -------------------------------------------------------------
@@ -734,6 +749,12 @@ class _BatchWriter:
         if self.new_digests:
             self.store._write_rows(self.new_digests, self.new_rows)
             self.store.index.update(self.pending)
+
+
+@functools.cache
+def _hash_table_type() -> h5py.h5t.TypeID:
+    """The HDF5 memory type of hash-table rows."""
+    return h5py.h5t.py_create(HASH_TABLE_DTYPE)
 
 
 def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
