@@ -468,7 +468,8 @@ class RawDataStore:
         first = self.first_free_slot
         held = self.n_slots
         if first + count > held:
-            self.raw_data.resize((first + count) * c0, axis=0)
+            dataset_id = self.raw_data.id  # h5py's resize checks and builds the shape
+            dataset_id.set_extent(((first + count) * c0, *dataset_id.shape[1:]))
             self._n_slots = first + count
         self._first_free = first + count
         self._remember(data, first, count)
