@@ -83,3 +83,24 @@ def test_an_attribute_written_again_is_as_h5py_writes_it(
         assert type(got) is type(expected)
         assert np.array_equal(got, expected)
         assert sorted(ours.attrs) == ["a", "z"]
+
+
+def test_read_str_reads_what_h5py_reads(tmp_path: Path) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.attrs["s"] = "ünïcode ✓"
+        f.attrs["e"] = ""
+        f.attrs["fixed"] = np.bytes_(b"v1")  # fixed-length: left to h5py
+        f.attrs["n"] = np.int64(3)
+        f.attrs["a"] = np.array(["x", "y"], dtype=h5py.string_dtype())
+        assert fastattrs.read_str(f, "s") == f.attrs["s"] == "ünïcode ✓"
+        assert fastattrs.read_str(f, "e") == ""
+        for name in ("fixed", "n", "a", "missing"):
+            assert fastattrs.read_str(f, name) is None
+        versions = f.create_group("versions")
+        versions.attrs["current_version"] = np.bytes_(b"v7")
+        assert tree.current_version(versions) == b"v7"
+        tree.set_current_version(versions, "v8")
+        assert tree.current_version(versions) == "v8"
+        del versions.attrs["current_version"]
+        with pytest.raises(KeyError):
+            tree.current_version(versions)

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
 
-__all__ = ["write"]
+__all__ = ["read_str", "write"]
 
 _STR = h5py.string_dtype()
 _I64 = np.dtype("<i8")
@@ -99,3 +99,29 @@ def _rewrite(
         return True
     finally:
         attr.close()
+
+
+def read_str(obj: h5py.HLObject, name: str) -> str | None:
+    """The scalar variable-length string attribute ``name`` of ``obj`` read with two
+    HDF5 calls; None when ``obj`` has no such attribute or it is of another kind
+    (then read it through h5py)."""
+    key = name.encode()
+    try:
+        attr = h5a.open(obj.id, key)
+    except KeyError:
+        return None
+    try:
+        tid = attr.get_type()
+        if (
+            not isinstance(tid, h5t.TypeStringID)
+            or not tid.is_variable_str()
+            or attr.get_space().get_simple_extent_type() != h5s.SCALAR
+        ):
+            return None
+        _, mtype, _ = _kind("str")
+        out = np.empty((), dtype=_STR)
+        attr.read(out, mtype=mtype)
+    finally:
+        attr.close()
+    value = out[()]
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

@@ -46,6 +46,7 @@ __all__ = [
     "rebuild_virtual_dataset",
     "relink",
     "remove_empty_parents",
+    "current_version",
     "set_current_version",
     "set_prev_version",
     "store_key",
@@ -178,6 +179,14 @@ def mark_committed(group: h5py.Group, metadata: Mapping[str, Any]) -> None:
     """Write a version group's metadata, then its ``committed`` marker (last: a group
     without it is left over from an interrupted commit and ignored)."""
     write_attrs(group, {**metadata, layout.ATTR_COMMITTED: np.bool_(True)})
+
+
+def current_version(versions: h5py.Group) -> Any:
+    """The ``current_version`` attribute of ``versions`` (a ``str`` when it is
+    stored as h5vc and versioned-hdf5 write it, else as h5py reads it); raises
+    ``KeyError`` when there is none."""
+    value = fastattrs.read_str(versions, layout.ATTR_CURRENT_VERSION)
+    return versions.attrs[layout.ATTR_CURRENT_VERSION] if value is None else value
 
 
 def set_current_version(versions: h5py.Group, name: str) -> None:

@@ -219,7 +219,7 @@ class FileState:
 
     @property
     def current_version(self) -> str:
-        return attr_str(self.versions.attrs[layout.ATTR_CURRENT_VERSION])
+        return attr_str(tree.current_version(self.versions))
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
