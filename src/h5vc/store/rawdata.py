@@ -162,6 +162,7 @@ class RawDataStore:
         #: the next commit (:mod:`h5vc.store.recent`).
         self.recent: dict[int, np.ndarray] = {}
         self._keep_recent = False
+        self._lossless_filters: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -312,6 +313,7 @@ class RawDataStore:
         self.dtype = new.dtype
         self._fillvalue = None
         self._pipeline = False
+        self._lossless_filters = None
         self.reload()
 
     @property
@@ -399,7 +401,7 @@ class RawDataStore:
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
         self.recent = {}
-        self._keep_recent = self.dtype.kind != "O"
+        self._keep_recent = self._lossless()
         try:
             for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
@@ -507,6 +509,15 @@ class RawDataStore:
         from h5vc.store import fastread
 
         fastread.forget(self.raw_data, appended=first >= held)
+
+    def _lossless(self) -> bool:
+        """Whether raw_data gives back the bytes of the chunks written to it: numbers or
+        fixed-size types with no filter, or only the (lossless) ones h5vc runs itself.
+        HDF5's scale-offset filter, for one, can round what it stores."""
+        if self._lossless_filters is None:
+            plain = self.raw_data.id.get_create_plist().get_nfilters() == 0
+            self._lossless_filters = plain or self.pipeline is not None
+        return self._lossless_filters and self.dtype.kind != "O"
 
     def _remember(self, data: np.ndarray, first: int, count: int) -> None:
         """Keep a copy of ``count`` chunks written to slots from ``first`` in
