@@ -247,3 +247,20 @@ def test_lossy_filters_read_back_what_the_file_holds(
         g["t"].resize((7,))
         g["t"][6] = 0.5
     assert_same_array(vf["v2"]["t"][:6], stored)
+
+
+def test_kept_chunks_do_not_change_with_the_callers_arrays(vf: VersionedHDF5File) -> None:
+    """What a commit keeps is its own copy: arrays written in the stage and changed
+    afterwards do not change what the next stage reads."""
+    full, short = np.arange(4.0), np.arange(3.0) + 10
+    with vf.stage_version("v0") as g:
+        g.create_dataset("x", data=np.zeros(7), chunks=(4,))
+    with vf.stage_version("v1") as g:
+        g["x"][:4] = full
+        g["x"][4:] = short
+    full[:] = -1
+    short[:] = -1
+    with vf.stage_version("v2") as g:
+        assert_same_array(g["x"][()], np.r_[np.arange(4.0), np.arange(3.0) + 10])
+        g["x"][0] = 5.0
+    assert_same_array(vf["v2"]["x"][()], np.r_[5.0, 1, 2, 3, 10, 11, 12])

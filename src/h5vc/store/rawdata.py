@@ -458,7 +458,7 @@ class RawDataStore:
             self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
-    def _append(self, data: np.ndarray, count: int) -> None:
+    def _append(self, data: np.ndarray, count: int, *, owned: bool = False) -> None:
         """Write ``count`` chunks, back to back along axis 0 in ``data``, to the first
         free slots, growing raw_data only past the free slots it has.
 
@@ -474,7 +474,7 @@ class RawDataStore:
             dataset_id.set_extent(((first + count) * c0, *dataset_id.shape[1:]))
             self._n_slots = first + count
         self._first_free = first + count
-        self._remember(data, first, count)
+        self._remember(data, first, count, owned=owned)
         pipeline = self.pipeline
         if pipeline is None:
             whole = len(data) // c0 * c0
@@ -519,7 +519,7 @@ class RawDataStore:
             self._lossless_filters = plain or self.pipeline is not None
         return self._lossless_filters and self.dtype.kind != "O"
 
-    def _remember(self, data: np.ndarray, first: int, count: int) -> None:
+    def _remember(self, data: np.ndarray, first: int, count: int, *, owned: bool = False) -> None:
         """Keep a copy of ``count`` chunks written to slots from ``first`` in
         :attr:`recent` while :meth:`store_chunks` writes (up to
         :data:`~h5vc.store.recent.RECENT_CHUNK_BYTES` in all); forget what was kept of
@@ -535,7 +535,9 @@ class RawDataStore:
         kept = sum(chunk.nbytes for chunk in recent.values())
         if kept + data.nbytes > RECENT_CHUNK_BYTES:
             return
-        copy = np.array(data, order="C")
+        # A buffer made for this write (``owned``) is kept as it is: nothing else
+        # holds it; anything else may be the caller's or a staged slab, so is copied.
+        copy = data if owned and data.flags.c_contiguous else np.array(data, order="C")
         c0 = self.chunks[0]
         for i in range(count):
             recent[first + i] = copy[i * c0 : (i + 1) * c0]
@@ -708,15 +710,18 @@ class _BatchWriter:
         if not new:
             return
         chunk_shape = self.store.chunks
+        owned = False  # whether ``data`` is a buffer made here
         if stacked is None:
             dtype = self.store.raw_data.dtype
-            data = _stack_chunks([batch[i] for i in new], chunk_shape, dtype, self.fill)
+            chunks = [batch[i] for i in new]
+            data = _stack_chunks(chunks, chunk_shape, dtype, self.fill)
+            owned = len(chunks) > 1 or chunks[0].shape != chunk_shape
         elif len(new) == len(batch):
             data = stacked
         else:
             rows = (np.asarray(new)[:, None] * chunk_shape[0] + np.arange(chunk_shape[0])).ravel()
             data = stacked[rows[rows < len(stacked)]]
-        self.store._append(data, len(new))
+        self.store._append(data, len(new), owned=owned)
 
     def _drop_altered(
         self, batch: Sequence[np.ndarray], digests: list[bytes], fill_digests: set[bytes]
