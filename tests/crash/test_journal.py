@@ -148,6 +148,41 @@ def test_a_truncation_below_the_base_is_rolled_back(tmp_path: Path) -> None:
     handle.close()
 
 
+def test_held_pages_journal_the_bytes_they_had_when_first_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page written several times before it is spilled journals its content at the
+    last commit point (kept from its first write, not read again), also when a
+    truncation then cuts into held pages; a crash after the spill recovers it."""
+    path = tmp_path / "data.h5"
+    original = bytes(range(256)) * 64  # four pages
+    path.write_bytes(original)
+    monkeypatch.setattr(journal, "SPILL_BYTES", 2 * journal.PAGE)
+    handle = JournaledFile(path, durable=False)
+    for offset, data in [(100, b"x" * 50), (120, b"y" * 10), (5000, b"z" * 9000)]:
+        handle.seek(offset)
+        handle.write(data)  # the third write holds a third page: spilled
+    assert path.read_bytes()[100:150] == b"x" * 20 + b"y" * 10 + b"x" * 20
+    handle.seek(200)
+    handle.write(b"w" * 10)  # a journaled page: written through
+    handle.truncate(6000)  # cuts into pages journaled already
+    jfd = os.open(journal_path(path), os.O_RDONLY)
+    try:
+        records, _ = journal._read_records(jfd, handle._epoch, journal._HEADER.size)
+    finally:
+        os.close(jfd)
+    assert {offset: data for offset, data in records} == {
+        page * journal.PAGE: original[page * journal.PAGE : (page + 1) * journal.PAGE]
+        for page in range(4)
+    }
+    for fd in (handle._fd, handle._jfd):  # killed: no commit, no roll-back of its own
+        assert fd is not None
+        os.close(fd)
+    handle._fd, handle._jfd = -1, None
+    assert recover(path, durable=False)
+    assert path.read_bytes() == original
+
+
 def test_a_truncation_to_the_current_end_begins_no_epoch(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
     path.write_bytes(b"a" * 10_000)

@@ -53,3 +53,54 @@ def test_other_values_are_left_to_h5py(tmp_path: Path, value: object) -> None:
         assert "a" not in f.attrs
         tree.write_attrs(f, {"a": value})
         assert np.array_equal(f.attrs["a"], value)
+
+
+@pytest.mark.parametrize(
+    ("before", "value"),
+    [
+        (np.int64(5), np.int64(-(2**40))),  # the same kind: written in place
+        (np.bool_(False), np.bool_(True)),
+        (np.int32(5), np.int64(7)),  # another type: replaced
+        (np.asarray([1], dtype=np.int64), np.int64(7)),  # not scalar: replaced
+        (np.int64(5), "text"),
+        ("text", np.int64(3)),
+    ],
+    ids=repr,
+)
+def test_an_attribute_written_again_is_as_h5py_writes_it(
+    tmp_path: Path, before: object, value: object
+) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ours, theirs = f.create_group("ours"), f.create_group("theirs")
+        ours.attrs["z"] = 1.0
+        ours.attrs["a"] = before
+        assert fastattrs.write(ours, "a", value)
+        theirs.attrs["a"] = value
+        mine, reference = ours.attrs.get_id("a"), theirs.attrs.get_id("a")
+        assert mine.get_type() == reference.get_type()
+        assert mine.shape == reference.shape
+        got, expected = ours.attrs["a"], theirs.attrs["a"]
+        assert type(got) is type(expected)
+        assert np.array_equal(got, expected)
+        assert sorted(ours.attrs) == ["a", "z"]
+
+
+def test_read_str_reads_what_h5py_reads(tmp_path: Path) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.attrs["s"] = "ünïcode ✓"
+        f.attrs["e"] = ""
+        f.attrs["fixed"] = np.bytes_(b"v1")  # fixed-length: left to h5py
+        f.attrs["n"] = np.int64(3)
+        f.attrs["a"] = np.array(["x", "y"], dtype=h5py.string_dtype())
+        assert fastattrs.read_str(f, "s") == f.attrs["s"] == "ünïcode ✓"
+        assert fastattrs.read_str(f, "e") == ""
+        for name in ("fixed", "n", "a", "missing"):
+            assert fastattrs.read_str(f, name) is None
+        versions = f.create_group("versions")
+        versions.attrs["current_version"] = np.bytes_(b"v7")
+        assert tree.current_version(versions) == b"v7"
+        tree.set_current_version(versions, "v8")
+        assert tree.current_version(versions) == "v8"
+        del versions.attrs["current_version"]
+        with pytest.raises(KeyError):
+            tree.current_version(versions)

@@ -250,6 +250,9 @@ class JournaledFile:
         self._base = self._size
         self._journaled: set[int] = set()  # old pages whose original is in the journal
         self._held: dict[int, bytearray] = {}  # old page -> its new content
+        #: The content on disk of each held page (below the base), read when it was
+        #: first held: the disk keeps it until the spill, which journals it.
+        self._originals: dict[int, bytes] = {}
         self._held_sorted: list[int] = []
         self._memory: dict[int, bytearray] = {}  # after a failed write: every page written
         self._journal_end = _HEADER.size
@@ -432,6 +435,7 @@ class JournaledFile:
         """
         self._held.clear()
         self._held_sorted.clear()
+        self._originals.clear()
         self._memory.clear()
         if self._started:
             assert self._jfd is not None
@@ -566,6 +570,7 @@ class JournaledFile:
                 held = self._held.get(page)
                 if held is None:
                     held = self._held[page] = self._old_page(page)
+                    self._originals[page] = bytes(held)
                     self._held_sorted.insert(bisect_left(self._held_sorted, page), page)
                 held[offset : offset + count] = chunk
             position += count
@@ -610,8 +615,11 @@ class JournaledFile:
         if pages or 0 in self._held:
             assert self._jfd is not None
             parts = []
+            originals = self._originals
             for page in pages:
-                original = self._old_page(page)
+                original: bytes | bytearray | None = originals.get(page)
+                if original is None:  # a page not held (cut off by a truncation)
+                    original = self._old_page(page)
                 parts.append(
                     _RECORD.pack(self._epoch, page * PAGE, len(original), zlib.crc32(original))
                 )
@@ -629,6 +637,7 @@ class JournaledFile:
             pwrite_all(self._fd, self._held[page], page * PAGE)
         self._held.clear()
         self._held_sorted.clear()
+        self._originals.clear()
 
 
 def _roll_back_open(fd: int, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:

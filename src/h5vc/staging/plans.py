@@ -381,10 +381,18 @@ class ResizePlan:
 
     def _grow_grid(self, axis: int) -> None:
         n_chunks = -(-self.shape[axis] // self.chunk_size[axis])
-        padding = [(0, 0)] * len(self.shape)
-        padding[axis] = (0, n_chunks - self.slab_indices.shape[axis])
-        self.slab_indices = np.pad(self.slab_indices, padding)
-        self.slab_offsets = np.pad(self.slab_offsets, padding)
+        added = n_chunks - self.slab_indices.shape[axis]
+        if added <= 0:
+            return
+        # New chunks on the fill slab (0, offset 0): one concatenation per array
+        # (np.pad costs several times as much on these small grids).
+        shape = list(self.slab_indices.shape)
+        shape[axis] = added
+        zeros = np.zeros(shape, dtype=self.slab_indices.dtype)
+        self.slab_indices = np.concatenate([self.slab_indices, zeros], axis=axis)
+        self.slab_offsets = np.concatenate(
+            [self.slab_offsets, zeros.astype(self.slab_offsets.dtype, copy=False)], axis=axis
+        )
 
     def _fill_edge(self, axis: int, size: int) -> None:
         """Fill the part of the edge chunks beyond ``size`` along ``axis``."""

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
 
-__all__ = ["write"]
+__all__ = ["read_str", "write"]
 
 _STR = h5py.string_dtype()
 _I64 = np.dtype("<i8")
@@ -67,6 +67,12 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         return False
     key = name.encode()
     if h5a.exists(obj.id, key):
+        if (
+            data.ndim == 0
+            and tid.get_class() != h5t.STRING
+            and _rewrite(obj, key, tid, data, mtype)
+        ):
+            return True
         h5a.delete(obj.id, key)
     attr = h5a.create(obj.id, key, tid, space)
     try:
@@ -77,3 +83,45 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         raise
     attr.close()
     return True
+
+
+def _rewrite(
+    obj: h5py.HLObject, key: bytes, tid: h5t.TypeID, data: np.ndarray, mtype: h5t.TypeID
+) -> bool:
+    """Write the scalar ``data`` over the attribute ``key`` in place if it has the same
+    fixed-size type and a scalar dataspace (True when done): a count or a flag written
+    again keeps its place in the header instead of being deleted and made anew."""
+    attr = h5a.open(obj.id, key)
+    try:
+        if attr.get_space().get_simple_extent_type() != h5s.SCALAR or attr.get_type() != tid:
+            return False
+        attr.write(data, mtype=mtype)
+        return True
+    finally:
+        attr.close()
+
+
+def read_str(obj: h5py.HLObject, name: str) -> str | None:
+    """The scalar variable-length string attribute ``name`` of ``obj`` read with two
+    HDF5 calls; None when ``obj`` has no such attribute or it is of another kind
+    (then read it through h5py)."""
+    key = name.encode()
+    try:
+        attr = h5a.open(obj.id, key)
+    except KeyError:
+        return None
+    try:
+        tid = attr.get_type()
+        if (
+            not isinstance(tid, h5t.TypeStringID)
+            or not tid.is_variable_str()
+            or attr.get_space().get_simple_extent_type() != h5s.SCALAR
+        ):
+            return None
+        _, mtype, _ = _kind("str")
+        out = np.empty((), dtype=_STR)
+        attr.read(out, mtype=mtype)
+    finally:
+        attr.close()
+    value = out[()]
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)

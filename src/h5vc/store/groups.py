@@ -50,10 +50,8 @@ def new_group(parent: h5py.Group, name: str) -> h5py.Group:
     gcpl = _group_creation()
     if gcpl is None:
         return parent.create_group(name)
-    h5py.h5g.create(parent.id, name.encode("utf-8"), gcpl=gcpl)
-    group = parent[name]
-    assert isinstance(group, h5py.Group)
-    return group
+    # The new group's identifier, wrapped as h5py's create_group wraps it (no lookup).
+    return h5py.Group(h5py.h5g.create(parent.id, name.encode("utf-8"), gcpl=gcpl))
 
 
 def require_groups(parent: h5py.Group, path: str) -> h5py.Group:
@@ -130,8 +128,10 @@ def _bounds_call() -> Callable[[int, int, int], bool] | None:
     return call
 
 
+@functools.cache
 def _group_creation() -> h5py.h5p.PropGCID | None:
-    """A group creation list for a new-style group with compact links, or None."""
+    """A group creation list for a new-style group with compact links, or None (made
+    once: HDF5 copies it into every group it creates)."""
     calls = _group_calls()
     if calls is None:
         return None

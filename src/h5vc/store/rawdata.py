@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from h5vc.hdf5 import codecs
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged, slot_count
 from h5vc.hdf5.header import check_dataset_header, trust_dataset_header
+from h5vc.store import fastattrs
 from h5vc.store.groups import compact_chunk_index, require_groups
 from h5vc.store.layout import (
     ATTR_CHUNKS,
@@ -163,6 +165,12 @@ class RawDataStore:
         #: Whether raw_data stores chunks as their bytes in memory: no filters, and
         #: its file type is its dtype's own (found on the first write).
         self._stores_raw_bytes: bool | None = None
+        #: The chunks the last :meth:`store_chunks` wrote, by slot (copies of their
+        #: rows; a short last chunk keeps the rows written): read back from memory by
+        #: the next commit (:mod:`h5vc.store.recent`).
+        self.recent: dict[int, np.ndarray] = {}
+        self._keep_recent = False
+        self._lossless_filters: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -288,6 +296,7 @@ class RawDataStore:
 
     def reload(self) -> None:
         """Forget what was read (the store was rewritten in place)."""
+        self.recent = {}
         self._n_rows_read = None
         self._n_slots = None
         self._index = None
@@ -312,6 +321,7 @@ class RawDataStore:
         self.dtype = new.dtype
         self._fillvalue = None
         self._pipeline = False
+        self._lossless_filters = None
         self.reload()
 
     @property
@@ -398,12 +408,18 @@ class RawDataStore:
         slots = np.empty(len(chunks), dtype=np.int64)
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
+        self.recent = {}
+        self._keep_recent = self._lossless()
         try:
             for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
                 offset += len(batch)
             writer.finish()
+        except BaseException:
+            self.recent = {}
+            raise
         finally:
+            self._keep_recent = False
             self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
@@ -450,7 +466,7 @@ class RawDataStore:
             self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
 
-    def _append(self, data: np.ndarray, count: int) -> None:
+    def _append(self, data: np.ndarray, count: int, *, owned: bool = False) -> None:
         """Write ``count`` chunks, back to back along axis 0 in ``data``, to the first
         free slots, growing raw_data only past the free slots it has.
 
@@ -462,9 +478,11 @@ class RawDataStore:
         first = self.first_free_slot
         held = self.n_slots
         if first + count > held:
-            self.raw_data.resize((first + count) * c0, axis=0)
+            dataset_id = self.raw_data.id  # h5py's resize checks and builds the shape
+            dataset_id.set_extent(((first + count) * c0, *dataset_id.shape[1:]))
             self._n_slots = first + count
         self._first_free = first + count
+        self._remember(data, first, count, owned=owned)
         pipeline = self.pipeline
         if pipeline is None:
             whole = len(data) // c0 * c0
@@ -499,6 +517,38 @@ class RawDataStore:
         from h5vc.store import fastread
 
         fastread.forget(self.raw_data, appended=first >= held)
+
+    def _lossless(self) -> bool:
+        """Whether raw_data gives back the bytes of the chunks written to it: numbers or
+        fixed-size types with no filter, or only the (lossless) ones h5vc runs itself.
+        HDF5's scale-offset filter, for one, can round what it stores."""
+        if self._lossless_filters is None:
+            plain = self.raw_data.id.get_create_plist().get_nfilters() == 0
+            self._lossless_filters = plain or self.pipeline is not None
+        return self._lossless_filters and self.dtype.kind != "O"
+
+    def _remember(self, data: np.ndarray, first: int, count: int, *, owned: bool = False) -> None:
+        """Keep a copy of ``count`` chunks written to slots from ``first`` in
+        :attr:`recent` while :meth:`store_chunks` writes (up to
+        :data:`~h5vc.store.recent.RECENT_CHUNK_BYTES` in all); forget what was kept of
+        those slots otherwise."""
+        recent = self.recent
+        if recent:
+            for slot in range(first, first + count):
+                recent.pop(slot, None)
+        if not self._keep_recent or data.dtype != self.dtype:
+            return
+        from h5vc.store.recent import RECENT_CHUNK_BYTES
+
+        kept = sum(chunk.nbytes for chunk in recent.values())
+        if kept + data.nbytes > RECENT_CHUNK_BYTES:
+            return
+        # A buffer made for this write (``owned``) is kept as it is: nothing else
+        # holds it; anything else may be the caller's or a staged slab, so is copied.
+        copy = data if owned and data.flags.c_contiguous else np.array(data, order="C")
+        c0 = self.chunks[0]
+        for i in range(count):
+            recent[first + i] = copy[i * c0 : (i + 1) * c0]
 
     def _writes_raw_bytes(self, data: np.ndarray) -> bool:
         """Whether ``data`` (chunks back to back along axis 0) holds exactly the bytes
@@ -535,10 +585,23 @@ class RawDataStore:
         rows["shape"][:, 0] = starts
         rows["shape"][:, 1] = starts + np.asarray(rows_used, dtype=np.int64)
         n_rows = self._n_rows
-        self.hash_table.resize((n_rows + n_new,))
-        self.hash_table[n_rows:] = rows
+        table = self.hash_table
+        if table.dtype == HASH_TABLE_DTYPE and table.ndim == 1:
+            # HDF5's calls, with the memory type made once: h5py's resize and slice
+            # assignment work out selections and the compound type on every call.
+            table_id = table.id
+            table_id.set_extent((n_rows + n_new,))
+            file_space = table_id.get_space()
+            file_space.select_hyperslab((n_rows,), (n_new,))
+            memory_space = h5py.h5s.create_simple((n_new,))
+            table_id.write(memory_space, file_space, rows, mtype=_hash_table_type())
+        else:
+            table.resize((n_rows + n_new,))
+            table[n_rows:] = rows
         # Written last: readers trust rows up to this count only.
-        self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows + n_new)
+        count = np.int64(n_rows + n_new)
+        if not fastattrs.write(table, ATTR_LARGEST_INDEX, count):
+            table.attrs[ATTR_LARGEST_INDEX] = count
         self._n_rows = n_rows + n_new
 
     # -- undoing writes -------------------------------------------------------------
@@ -550,6 +613,7 @@ class RawDataStore:
     def rollback(self, checkpoint: tuple[int, int, int]) -> None:
         """Forget every chunk stored since ``checkpoint`` was taken."""
         raw_rows, table_rows, n_rows = checkpoint
+        self.recent = {}
         self._unwritten.clear()
         self.raw_data.resize(raw_rows, axis=0)
         from h5vc.store import fastread
@@ -623,15 +687,18 @@ class _BatchWriter:
         if not new:
             return
         chunk_shape = self.store.chunks
+        owned = False  # whether ``data`` is a buffer made here
         if stacked is None:
             dtype = self.store.raw_data.dtype
-            data = _stack_chunks([batch[i] for i in new], chunk_shape, dtype, self.fill)
+            chunks = [batch[i] for i in new]
+            data = _stack_chunks(chunks, chunk_shape, dtype, self.fill)
+            owned = len(chunks) > 1 or chunks[0].shape != chunk_shape
         elif len(new) == len(batch):
             data = stacked
         else:
             rows = (np.asarray(new)[:, None] * chunk_shape[0] + np.arange(chunk_shape[0])).ravel()
             data = stacked[rows[rows < len(stacked)]]
-        self.store._append(data, len(new))
+        self.store._append(data, len(new), owned=owned)
 
     def _drop_altered(
         self, batch: Sequence[np.ndarray], digests: list[bytes], fill_digests: set[bytes]
@@ -676,6 +743,12 @@ class _BatchWriter:
         if self.new_digests:
             self.store._write_rows(self.new_digests, self.new_rows)
             self.store.index.update(self.pending)
+
+
+@functools.cache
+def _hash_table_type() -> h5py.h5t.TypeID:
+    """The HDF5 memory type of hash-table rows."""
+    return h5py.h5t.py_create(HASH_TABLE_DTYPE)
 
 
 def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:

@@ -263,7 +263,20 @@ def _append_one(dataset: h5py.h5d.DatasetID, n: int, value: np.ndarray) -> None:
     dataset.set_extent((n + 1,))
     space = dataset.get_space()
     space.select_hyperslab((n,), (1,))
-    dataset.write(h5py.h5s.create_simple((1,)), space, value)
+    dataset.write(_ONE, space, value, mtype=_memory_type(value.dtype))
+
+
+#: The memory dataspace of one element.
+_ONE = h5py.h5s.create_simple((1,))
+_memory_types: dict[np.dtype, h5py.h5t.TypeID] = {}
+
+
+def _memory_type(dtype: np.dtype) -> h5py.h5t.TypeID:
+    """HDF5's memory type of ``dtype``, made once (h5py makes it on every write)."""
+    found = _memory_types.get(dtype)
+    if found is None:
+        found = _memory_types[dtype] = h5py.h5t.py_create(dtype)
+    return found
 
 
 def remove_entries(

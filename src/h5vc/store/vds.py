@@ -225,44 +225,40 @@ class _Blocks:
         raw_name: bytes,
         groups: list[list[int]] | None,
     ) -> None:
+        """One mapping per group of runs, virtual and source selections built in
+        one loop (a mapping of one block by two hyperslab selections, of several
+        blocks by decoding serialized selections built for all of them at once)."""
         set_virtual = dcpl.set_virtual
         if groups is None:
             groups = [[i] for i in range(len(self.block))]
-        selections = zip(
-            _selections(vspace, self.vstart, self.block, groups),
-            _selections(sspace, self.sstart, self.block, groups),
-        )
-        for virtual, source in selections:
-            set_virtual(virtual, b".", raw_name, source)
-
-
-def _selections(
-    space: h5s.SpaceID, start: np.ndarray, block: np.ndarray, groups: list[list[int]]
-) -> Iterator[h5s.SpaceID]:
-    """The selection of the blocks of each group on ``space``, one group at a time.
-
-    A selection is valid until the next one is drawn (``space`` itself is reused).
-    """
-    ones = (1,) * start.shape[1]
-    stop = start + block - 1
-    several = [members for members in groups if len(members) > 1]
-    encoded: Iterator[bytes] = iter(())
-    if several and stop.max(initial=0) < _UINT32_LIMIT:
-        encoded = _encode(space, np.concatenate([start, stop], axis=1), several)
-    elif several:  # coordinates too large for the compact encoding
-        encoded = iter([b""] * len(several))
-    starts, blocks = start.tolist(), block.tolist()
-    for members in groups:
-        if len(members) > 1:
-            serialized = next(encoded)
-            if serialized:
-                yield h5s.decode(serialized)
-                continue
-        first, *others = members
-        space.select_hyperslab(tuple(starts[first]), ones, block=tuple(blocks[first]))
-        for i in others:
-            space.select_hyperslab(tuple(starts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
-        yield space
+        vstart, sstart, block = self.vstart, self.sstart, self.block
+        several = [members for members in groups if len(members) > 1]
+        encoded: Iterator[tuple[bytes, bytes]] = iter(())
+        if several:
+            vstop, sstop = vstart + block - 1, sstart + block - 1
+            if max(vstop.max(initial=0), sstop.max(initial=0)) < _UINT32_LIMIT:
+                encoded = zip(
+                    _encode(vspace, np.concatenate([vstart, vstop], axis=1), several),
+                    _encode(sspace, np.concatenate([sstart, sstop], axis=1), several),
+                )
+            else:  # coordinates too large for the compact encoding
+                encoded = iter([(b"", b"")] * len(several))
+        ones = (1,) * self.ndim
+        vstarts, sstarts, blocks = vstart.tolist(), sstart.tolist(), block.tolist()
+        select_virtual, select_source = vspace.select_hyperslab, sspace.select_hyperslab
+        for members in groups:
+            if len(members) > 1:
+                virtual, source = next(encoded)
+                if virtual:
+                    set_virtual(h5s.decode(virtual), b".", raw_name, h5s.decode(source))
+                    continue
+            first, *others = members
+            select_virtual(tuple(vstarts[first]), ones, block=tuple(blocks[first]))
+            select_source(tuple(sstarts[first]), ones, block=tuple(blocks[first]))
+            for i in others:
+                select_virtual(tuple(vstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
+                select_source(tuple(sstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
+            set_virtual(vspace, b".", raw_name, sspace)
 
 
 def _encode(space: h5s.SpaceID, coords: np.ndarray, groups: list[list[int]]) -> Iterator[bytes]:

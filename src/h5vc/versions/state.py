@@ -175,7 +175,7 @@ class FileState:
 
     def check_writable(self, action: str) -> None:
         """Raise unless ``action`` may change the file."""
-        filename = self.root.file.filename
+        filename = self.filename
         if not self.writable:
             raise ReadOnlyError(
                 f"Cannot {action}: {filename!r} is open read-only. Open it with mode 'r+' or 'a'."
@@ -219,7 +219,7 @@ class FileState:
 
     @property
     def current_version(self) -> str:
-        return attr_str(self.versions.attrs[layout.ATTR_CURRENT_VERSION])
+        return attr_str(tree.current_version(self.versions))
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:

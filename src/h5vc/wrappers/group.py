@@ -408,7 +408,7 @@ class StagedGroup(_GroupBase):
         if base is None or version is None:  # _child checked name is in the base
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
         with damaged(self._state.filename, f"Object {base.name}/{name}"):
-            obj = base[name]
+            obj = _open_writable(base, name)
         path = _join(self._path, name)
         if isinstance(obj, h5py.Group):
             return StagedGroup(self._state, version, obj, path)
@@ -416,6 +416,12 @@ class StagedGroup(_GroupBase):
         chunk_map = self._state.chunk_maps.get(version, path, obj)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
+        if store.recent:  # the chunks the last commit wrote: read from memory
+            from h5vc.store.recent import RecentChunksSlab
+
+            array.slabs[1] = RecentChunksSlab(
+                store.raw_data, dict(store.recent), chunk_map.chunks[0]
+            )
         return StagedDataset(
             "/" + path,
             array,
@@ -662,6 +668,17 @@ def _is_column(obj: Any) -> bool:
     ``h5vc.columns`` is imported, which opening a file does not do."""
     columns = sys.modules.get("h5vc.columns")
     return columns is not None and isinstance(obj, columns.StagedColumn | columns.CommittedColumn)
+
+
+def _open_writable(parent: h5py.Group, name: str) -> h5py.HLObject:
+    """``parent[name]`` of a file open for writing, as h5py opens it but without the
+    File object h5py makes to look up the file's mode."""
+    oid = h5py.h5o.open(parent.id, name.encode())
+    if isinstance(oid, h5py.h5g.GroupID):
+        return h5py.Group(oid)
+    if isinstance(oid, h5py.h5d.DatasetID):
+        return h5py.Dataset(oid)
+    return h5py.Datatype(oid)
 
 
 def _column_or(node: Node) -> Any:
