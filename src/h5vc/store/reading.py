@@ -28,7 +28,7 @@ import numpy as np
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.chunkbytes import ChunkLocator, numeric_dtype
 from h5vc.hdf5.damage import damaged
-from h5vc.hdf5.filebytes import FileBytes, Unreadable
+from h5vc.hdf5.filebytes import FileBytes, Header, Unreadable
 from h5vc.hdf5.header import (
     DATASPACE,
     DATATYPE,
@@ -56,6 +56,8 @@ _NUMBER_CLASSES = frozenset((0, 1))
 #: HDF5 from its virtual dataset (an appended table has one block per rewritten
 #: chunk): HDF5's look at every block costs less than making the chunk map.
 FIRST_READ_BLOCKS = 1024
+#: Up to this many mapping blocks :func:`first_read` looks at each in Python.
+_LISTED_BLOCKS = 16
 #: The header messages of ``raw_data`` :func:`small_reads` looks at.
 _SOURCE_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT, PIPELINE))
 
@@ -426,7 +428,7 @@ class _Dataset:
     its shape and dtype, its ``raw_data``'s chunk locator and row size, and its
     mappings as ``(virtual start, source start, extent)`` rows."""
 
-    __slots__ = ("blocks", "dtype", "locator", "row_bytes", "shape")
+    __slots__ = ("blocks", "dtype", "listed", "locator", "row_bytes", "shape")
 
     def __init__(
         self,
@@ -441,6 +443,13 @@ class _Dataset:
         self.locator = locator
         self.row_bytes = row_bytes
         self.blocks = blocks
+        #: The same rows as Python lists, for a few blocks.
+        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
+        if len(blocks) <= _LISTED_BLOCKS:
+            ndim = len(shape)
+            self.listed = [
+                (row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in blocks.tolist()
+            ]
 
 
 class FileView:
@@ -458,6 +467,8 @@ class FileView:
         self._paths: dict[str, int | None] = {}
         self._stores: dict[bytes, tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None] = {}
         self._datasets: dict[int, _Dataset | None] = {}
+        self._headers: dict[int, Header] = {}
+        self._kinds: dict[str, dict[str, bool] | None] = {}
 
     @classmethod
     def of(cls, file: h5py.File, filename: str) -> FileView | None:
@@ -504,6 +515,42 @@ class FileView:
         self._paths[path] = found
         return found
 
+    def header(self, address: int) -> Header:
+        """The header at ``address`` (see :meth:`FileBytes.header`), read once."""
+        found = self._headers.get(address)
+        if found is None:
+            found = self._headers[address] = self.bytes.header(address)
+        return found
+
+    def is_dataset(self, path: str) -> bool | None:
+        """Whether the object at absolute ``path`` is a dataset; None where that is not
+        known here (HDF5 is asked)."""
+        parent, _, name = path.rpartition("/")
+        kinds = self.kinds(parent)
+        return None if kinds is None else kinds.get(name)
+
+    def kinds(self, path: str) -> dict[str, bool] | None:
+        """Whether each member of the group at absolute ``path`` is a dataset (read
+        for every member at once: the first read of a version reads its datasets'
+        headers, which its reads need next); None where not known here."""
+        if path in self._kinds:
+            return self._kinds[path]
+        address = self.address(path)
+        links = None if address is None else self.links(address)
+        kinds: dict[str, bool] | None = None
+        if links is not None:
+            is_dataset, header = self.bytes.is_dataset, self.header
+            try:
+                kinds = {name: is_dataset(header(member)) for name, member in links.items()}
+            except Unreadable:
+                kinds = None
+        self._kinds[path] = kinds
+        return kinds
+
+    def known_kinds(self, path: str) -> dict[str, bool] | None:
+        """:meth:`kinds` of ``path`` if they were read already (nothing is read)."""
+        return self._kinds.get(path)
+
     def dataset(self, address: int, where: str) -> _Dataset | None:
         """What a first read of the virtual dataset at ``address`` (``where`` names
         it) needs; None where it cannot be read from the bytes (then HDF5 reads it).
@@ -519,7 +566,7 @@ class FileView:
 
     def _dataset(self, address: int, where: str) -> _Dataset | None:
         fb = self.bytes
-        header = fb.header(address)
+        header = self.header(address)
         shape = fb.dims(header)
         datatype = header.messages.get(DATATYPE)
         if not shape or datatype is None or not all(shape):
@@ -701,22 +748,37 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
     box = planner.small_box(index, dataset.shape, dtype.itemsize)
     if box is None:
         return NotImplemented
-    low = np.array([a for a, _, _ in box], dtype=np.int64)
-    high = np.array([b for _, b, _ in box], dtype=np.int64)
-    blocks = dataset.blocks
+    low = [a for a, _, _ in box]
+    high = [b for _, b, _ in box]
     ndim = len(low)
-    starts, sources, extents = blocks[:, :ndim], blocks[:, ndim : 2 * ndim], blocks[:, 2 * ndim :]
-    first = np.maximum(starts, low)
-    last = np.minimum(starts + extents, high)
-    hit = (first < last).all(axis=1)
-    out = np.empty(tuple((high - low).tolist()), dtype=dtype)
+    hits: list[tuple[list[int], list[int], list[int], list[int]]] = []
+    listed = dataset.listed
+    if listed is not None:  # a few blocks: plain Python costs less than numpy
+        for v_start, s_start, extent in listed:
+            first = [max(v, lo) for v, lo in zip(v_start, low)]
+            last = [min(v + e, hi) for v, e, hi in zip(v_start, extent, high)]
+            if all(f < t for f, t in zip(first, last)):
+                hits.append((first, last, v_start, s_start))
+    else:
+        blocks = dataset.blocks
+        starts, sources = blocks[:, :ndim], blocks[:, ndim : 2 * ndim]
+        firsts = np.maximum(starts, low)
+        lasts = np.minimum(starts + blocks[:, 2 * ndim :], high)
+        hit = (firsts < lasts).all(axis=1)
+        hits = list(
+            zip(
+                firsts[hit].tolist(),
+                lasts[hit].tolist(),
+                starts[hit].tolist(),
+                sources[hit].tolist(),
+            )
+        )
+    out = np.empty(tuple(b - a for a, b in zip(low, high)), dtype=dtype)
     locator, row_bytes = dataset.locator, dataset.row_bytes
     c0 = locator.chunks[0]
     data = view.bytes.map
     base = view.bytes.base
-    for v_first, v_last, v_start, s_start in zip(
-        first[hit].tolist(), last[hit].tolist(), starts[hit].tolist(), sources[hit].tolist()
-    ):
+    for v_first, v_last, v_start, s_start in hits:
         # The source rows of this block's part of the box, chunk by chunk along axis 0.
         row = s_start[0] + v_first[0] - v_start[0]
         stop = row + v_last[0] - v_first[0]
@@ -725,9 +787,9 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
             for s, a, b, v in zip(s_start[1:], v_first[1:], v_last[1:], v_start[1:])
         )
         rest_dst = tuple(
-            slice(a - lo, b - lo) for a, b, lo in zip(v_first[1:], v_last[1:], low[1:].tolist())
+            slice(a - lo, b - lo) for a, b, lo in zip(v_first[1:], v_last[1:], low[1:])
         )
-        at = v_first[0] - int(low[0])
+        at = v_first[0] - low[0]
         while row < stop:
             slot, offset = divmod(row, c0)
             count = min(stop - row, c0 - offset)

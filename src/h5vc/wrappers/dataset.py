@@ -560,6 +560,17 @@ def file_view(state: FileState) -> tuple[FileView, str] | None:
     return None if view is None else (view, versions)
 
 
+def known_view(state: FileState) -> tuple[FileView, str] | None:
+    """:func:`file_view` of ``state`` if it was made for its current handle and
+    generation already (nothing is read: usable outside a read)."""
+    cached = _VIEWS.get(state)
+    if cached is None or cached[2] is None or cached[1] != state.generation:
+        return None
+    if cached[0] != id(state.root):
+        return None
+    return cached[2], cached[3]
+
+
 def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:
     """Reopen a committed dataset in another process (pickling, dask workers), read-only,
     from the process's cache of open files (:mod:`h5vc.filecache`)."""
