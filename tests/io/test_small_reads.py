@@ -283,3 +283,47 @@ def test_a_file_changed_by_another_writer_is_read_fresh(
         with pytest.raises(VersionNotFoundError):
             vf["v5"]["i8"][:]
     assert len(byte_reads) >= 17
+
+
+def test_h5vc_open_reads_through_the_one_handle_it_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from h5vc import remote
+
+    path = tmp_path / "data.h5"
+    _tree(path)
+    opens: list[str] = []
+    real = remote.open_private
+
+    def counted(where: str, *args: Any) -> Any:
+        opens.append(where)
+        return real(where, *args)
+
+    monkeypatch.setattr(remote, "open_private", counted)
+    with h5vc.open(path, "r") as vf:
+        assert vf["v11"]["i8"][:].tolist() == [-9, -10, -11]
+        assert vf["v3"]["big"][300:303].tolist() == [[3.0] * 4] * 3
+    assert len(opens) == 1
+
+
+@pytest.mark.parametrize("opener", OPENERS)
+def test_a_file_changed_between_opening_and_the_first_read_is_read_fresh(
+    tmp_path: Path, opener: str
+) -> None:
+    path = tmp_path / "data.h5"
+    _tree(path)
+    with opened(path, opener) as vf:
+        _commit_in_another_process(
+            path,
+            f"""
+            import h5vc
+            with h5vc.open({str(path)!r}, "a") as vf:
+                h5vc.delete_versions(vf, ["v2", "v3", "v4"])
+                with vf.stage_version("v12") as g:
+                    g["i8"][:] = [1, 2, 3]
+            """,
+        )
+        assert vf["v12"]["i8"][:].tolist() == [1, 2, 3]
+        assert vf["v11"]["i8"][:].tolist() == [-9, -10, -11]
+        with pytest.raises(VersionNotFoundError):
+            vf["v3"]["i8"][:]
