@@ -464,7 +464,9 @@ class FileView:
         self.root = root
         self.filename = filename
         self._links: dict[int, dict[str, int] | None] = {}
-        self._paths: dict[str, int | None] = {}
+        self._paths: dict[str, int | None] = {"/": root}
+        #: The file's root group (HDF5 looks up links of groups not read here).
+        self._root_group: h5py.h5g.GroupID | None = None
         self._stores: dict[bytes, tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None] = {}
         self._datasets: dict[int, _Dataset | None] = {}
         self._headers: dict[int, Header] = {}
@@ -481,8 +483,10 @@ class FileView:
         file_bytes = FileBytes.of(file)
         if file_bytes is None:
             return None
-        root = int(h5py.h5o.get_info(h5py.h5g.open(file.id, b"/")).addr)
-        return cls(file_bytes, root, filename)
+        root_group = h5py.h5g.open(file.id, b"/")
+        view = cls(file_bytes, int(h5py.h5o.get_info(root_group).addr), filename)
+        view._root_group = root_group
+        return view
 
     def close(self) -> None:
         self.bytes.close()
@@ -509,9 +513,17 @@ class FileView:
         parent, _, name = path.rstrip("/").rpartition("/")
         found: int | None = self.root
         if name:
-            above = self.address(parent) if parent else self.root
-            links = None if above is None else self.links(above)
-            found = None if links is None else links.get(name)
+            above = self._paths.get(parent or "/")
+            links = None if above is None else self._links.get(above)
+            if links is not None:  # the group's links were read: a member of them
+                found = links.get(name)
+            else:  # one link lookup by HDF5 (reading a large group's links costs more)
+                try:
+                    assert self._root_group is not None
+                    info = self._root_group.links.get_info(path.encode())
+                    found = int(info.u) if info.type == h5py.h5l.TYPE_HARD else None
+                except (KeyError, RuntimeError, ValueError):
+                    found = None
         self._paths[path] = found
         return found
 
@@ -586,8 +598,10 @@ class FileView:
             )
         ndim = len(shape)
         count = int.from_bytes(blob[1 : 1 + fb.sizeof_size], "little")
-        mappings = fb.decode_mappings(blob, ndim)
-        pairs: list[tuple[list[int], list[list[int]]]]  # a virtual block, its source blocks
+        # A few mappings are decoded in Python, many at once with numpy.
+        mappings = fb.decode_mappings(blob, ndim) if count <= _LISTED_BLOCKS else None
+        pairs: list[tuple[list[int], list[list[int]]]] = []  # a virtual block, its sources
+        many: tuple[np.ndarray, np.ndarray] | None = None
         if (
             mappings is not None
             and len(mappings.virtual) == len(mappings.source) == count * 2 * ndim
@@ -606,12 +620,15 @@ class FileView:
             if (decoded.counts != 1).any():
                 return None
             sources = decoded.sources
-            every_v = decoded.virtual.reshape(-1, 2 * ndim).tolist()
-            every_s = decoded.source.reshape(-1, 2 * ndim).tolist()
-            pairs, taken = [], 0
-            for block, n in zip(every_v, decoded.source_counts.tolist()):
-                pairs.append((block, every_s[taken : taken + n]))
-                taken += n
+            if (decoded.source_counts == 1).all() and count > _LISTED_BLOCKS:
+                many = decoded.virtual, decoded.source
+            else:
+                every_v = decoded.virtual.reshape(-1, 2 * ndim).tolist()
+                every_s = decoded.source.reshape(-1, 2 * ndim).tolist()
+                taken = 0
+                for block, n in zip(every_v, decoded.source_counts.tolist()):
+                    pairs.append((block, every_s[taken : taken + n]))
+                    taken += n
         if len(sources) != 1:
             return None
         ((source_file, source_name),) = sources
@@ -626,7 +643,10 @@ class FileView:
         chunks = locator.chunks
         if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
             return None
-        blocks = _blocks(pairs, tuple(shape), rows)
+        if many is not None:
+            blocks = _many_blocks(*many, tuple(shape), rows)
+        else:
+            blocks = _blocks(pairs, tuple(shape), rows)
         if blocks is None:
             return None
         row_bytes = dtype.itemsize * math.prod(rows[1:])
@@ -679,6 +699,21 @@ class FileView:
                 f"be read: {damage}. Run h5vc.verify on the file; restore it from a copy "
                 f"if it was written."
             ) from None
+
+
+def _many_blocks(
+    virtual: np.ndarray, source: np.ndarray, shape: tuple[int, ...], rows: tuple[int, ...]
+) -> np.ndarray | None:
+    """:func:`_blocks` of mappings of one block a side, ``(n, 2, ndim)`` first and
+    last coordinates each, checked at once."""
+    extent = virtual[:, 1] - virtual[:, 0] + 1
+    if (extent <= 0).any() or (extent != source[:, 1] - source[:, 0] + 1).any():
+        return None
+    if (virtual[:, 1] >= np.array(shape)).any() or (source[:, 1] >= np.array(rows)).any():
+        return None
+    if (source[:, 0] < 0).any() or int(extent.prod(axis=1).sum()) != math.prod(shape):
+        return None
+    return np.concatenate([virtual[:, 0], source[:, 0], extent], axis=1).astype(np.int64)
 
 
 def _blocks(
