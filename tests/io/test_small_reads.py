@@ -23,7 +23,7 @@ from h5vc.errors import CorruptDataError, VersionNotFoundError
 from h5vc.hdf5 import clib
 from h5vc.hdf5.filebytes import FileBytes
 from h5vc.hdf5.header import checksum, checksum_python
-from h5vc.store import planner
+from h5vc.store import planner, reading
 from h5vc.wrappers import dataset as dataset_module
 
 
@@ -135,10 +135,12 @@ SELECTIONS: list[Any] = [
 ]
 
 
+@pytest.mark.parametrize("listed", [16, 0], ids=["python", "numpy"])
 @pytest.mark.parametrize("opener", OPENERS)
 def test_first_reads_from_the_bytes_equal_h5pys_reads(
-    tmp_path: Path, opener: str, byte_reads: list[str]
+    tmp_path: Path, opener: str, listed: int, byte_reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(reading, "_LISTED_BLOCKS", listed)
     path = tmp_path / "data.h5"
     _tree(path)
     names = ["i8", "u1", "f4", "i2", "big", "f2", "table", "sub/deep"]
@@ -327,3 +329,38 @@ def test_a_file_changed_between_opening_and_the_first_read_is_read_fresh(
         assert vf["v11"]["i8"][:].tolist() == [-9, -10, -11]
         with pytest.raises(VersionNotFoundError):
             vf["v3"]["i8"][:]
+
+
+@pytest.mark.parametrize("listed", [16, 0], ids=["python", "numpy"])
+@pytest.mark.parametrize("opener", OPENERS)
+def test_first_reads_of_a_table_of_many_mappings(
+    tmp_path: Path, opener: str, listed: int, byte_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends rewrite the last chunk each time: the newest version maps one block per
+    chunk rewritten, looked at one by one (a few) or at once with numpy (many)."""
+    monkeypatch.setattr(reading, "_LISTED_BLOCKS", listed)
+    path = tmp_path / "data.h5"
+    rows = np.arange(400 * 3, dtype=np.int32).reshape(400, 3)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("t", data=rows[:10], chunks=(8, 3))
+        for k in range(1, 40):
+            with vf.stage_version(f"v{k}") as g:
+                g["t"].resize((10 * (k + 1), 3))
+                g["t"][10 * k :] = rows[10 * k : 10 * (k + 1)]
+    with h5py.File(path, "r") as file:
+        mappings = file["_version_data/versions/v39/t"].virtual_sources()
+        # Runs of chunks merged: a virtual block read from several source blocks.
+        assert any(m.src_space.get_select_hyper_nblocks() > 1 for m in mappings)
+    rng = np.random.default_rng(3)
+    with opened(path, opener) as vf:
+        table = vf["v39"]["t"]
+        for _ in range(100):
+            start = int(rng.integers(0, 400))
+            stop = int(rng.integers(start + 1, 401))
+            assert np.array_equal(table[start:stop], rows[start:stop])
+            assert np.array_equal(table[start], rows[start])
+            assert np.array_equal(table[start:stop, 1:], rows[start:stop, 1:])
+        assert np.array_equal(vf["v20"]["t"][-25:], rows[185:210])
+        assert table._loaded is None and table._opened is None
+    assert len(byte_reads) >= 301
