@@ -34,7 +34,6 @@ from h5vc.wrappers.dataset import (
     StagedDataset,
     coerce_value,
     default_fill,
-    file_view,
     known_view,
     open_committed_dataset,
     opening_member,
@@ -338,7 +337,7 @@ class CommittedGroup(_GroupBase):
                 f"{self._version!r}: no such member"
             )
 
-        found = file_view(state)
+        found = known_view(state)  # made by a first read (opening the map costs more)
         if found is not None:
             view, versions = found
             # The kind of object from its header in the file's bytes.
