@@ -25,6 +25,7 @@ Only for files opened read-only, whose bytes are what HDF5 reads.
 
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -109,7 +110,7 @@ class ChunkLocator:
         self.element = sizes[-1]
         self.dimensionality = dimensionality
         self.layout_version = layout[0]
-        self.nbytes = self.element * int(np.prod(self.chunks))
+        self.nbytes = self.element * math.prod(self.chunks)
 
     def address(self, slot: int) -> int | None:
         """The address of the chunk at ``slot`` along the first axis (its bytes are

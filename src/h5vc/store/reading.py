@@ -436,20 +436,22 @@ class _Dataset:
         dtype: np.dtype,
         locator: ChunkLocator,
         row_bytes: int,
-        blocks: np.ndarray,
+        blocks: np.ndarray | list[list[int]],
     ):
         self.shape = shape
         self.dtype = dtype
         self.locator = locator
         self.row_bytes = row_bytes
-        self.blocks = blocks
-        #: The same rows as Python lists, for a few blocks.
+        #: The rows as Python lists, for a few blocks; else as an array.
         self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
         if len(blocks) <= _LISTED_BLOCKS:
             ndim = len(shape)
-            self.listed = [
-                (row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in blocks.tolist()
-            ]
+            rows = blocks if isinstance(blocks, list) else blocks.tolist()
+            self.listed = [(row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in rows]
+            blocks = np.zeros((0, 3 * ndim), dtype=np.int64)
+        elif isinstance(blocks, list):
+            blocks = np.array(blocks, dtype=np.int64)
+        self.blocks = blocks
 
 
 class FileView:
@@ -643,6 +645,7 @@ class FileView:
         chunks = locator.chunks
         if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
             return None
+        blocks: np.ndarray | list[list[int]] | None
         if many is not None:
             blocks = _many_blocks(*many, tuple(shape), rows)
         else:
@@ -720,7 +723,7 @@ def _blocks(
     pairs: list[tuple[list[int], list[list[int]]]],
     shape: tuple[int, ...],
     rows: tuple[int, ...],
-) -> np.ndarray | None:
+) -> list[list[int]] | None:
     """The mappings ``pairs`` (a virtual block's first and last coordinates, and those
     of its source blocks) as ``(virtual start, source start, extent)`` rows of
     ``3 * ndim`` numbers, one per block of the same extent on both sides; None unless
@@ -755,7 +758,7 @@ def _blocks(
             return None
     if not out or total != math.prod(shape):
         return None  # not every element mapped once: the fill value would show
-    return np.array(out, dtype=np.int64)
+    return out
 
 
 class _MapReader:
