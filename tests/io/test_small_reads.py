@@ -364,3 +364,23 @@ def test_first_reads_of_a_table_of_many_mappings(
         assert np.array_equal(vf["v20"]["t"][-25:], rows[185:210])
         assert table._loaded is None and table._opened is None
     assert len(byte_reads) >= 301
+
+
+@pytest.mark.filterwarnings("ignore::h5vc.errors.UnjournaledFileWarning")  # a group root
+def test_a_tree_copied_with_h5py_reads_its_own_chunks(tmp_path: Path) -> None:
+    """A versioned tree copied within the file keeps the original's source names: the
+    copy is read from its own chunk stores, not the original's (as before)."""
+    path = tmp_path / "data.h5"
+    with h5py.File(path, "w") as file:
+        vf = h5vc.VersionedHDF5File(file.create_group("a"))
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(6), chunks=(3,))
+        vf.close()
+    with h5py.File(path, "r+") as file:
+        file.copy("a", "b")
+        file["a/_version_data/x/raw_data"][:] = -1  # the original's chunks change
+    with h5py.File(path, "r") as file:
+        vf = h5vc.VersionedHDF5File(file["b"])
+        assert vf["v1"]["x"][:].tolist() == [0, 1, 2, 3, 4, 5]
+        assert vf["v1"]["x"][2] == 2
+        vf.close()

@@ -428,7 +428,7 @@ class _Dataset:
     its shape and dtype, its ``raw_data``'s chunk locator and row size, and its
     mappings as ``(virtual start, source start, extent)`` rows."""
 
-    __slots__ = ("blocks", "dtype", "listed", "locator", "row_bytes", "shape")
+    __slots__ = ("blocks", "dtype", "listed", "locator", "row_bytes", "shape", "source")
 
     def __init__(
         self,
@@ -437,7 +437,10 @@ class _Dataset:
         locator: ChunkLocator,
         row_bytes: int,
         blocks: np.ndarray | list[list[int]],
+        source: str = "",
     ):
+        #: The path of the ``raw_data`` the mappings name.
+        self.source = source
         self.shape = shape
         self.dtype = dtype
         self.locator = locator
@@ -653,7 +656,8 @@ class FileView:
         if blocks is None:
             return None
         row_bytes = dtype.itemsize * math.prod(rows[1:])
-        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks)
+        source = source_name.replace(b"%%", b"%").decode()
+        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks, source)
 
     def _store(self, name: bytes) -> tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None:
         """The ``raw_data`` named ``name``: (address, chunk locator, datatype message,

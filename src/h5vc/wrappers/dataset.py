@@ -443,7 +443,9 @@ class CommittedDataset(_DatasetBase):
         if address is None:
             return NotImplemented
         dataset = view.dataset(address, f"dataset {self._name!r} of version {self._version!r}")
-        if dataset is None:
+        # (The chunk stores are next to the versions group.)
+        if dataset is None or not dataset.source.startswith(versions.rpartition("/")[0] + "/"):
+            # A tree copied with h5py names the original's stores: read its own.
             return NotImplemented
         return first_read(view, dataset, index)
 
@@ -471,12 +473,16 @@ class CommittedDataset(_DatasetBase):
         if stored is not None:
             where = self._opened if self._opened is not None else self._parent
             assert where is not None
-            self._small = small_reads(
+            small = small_reads(
                 stored,
                 h5py.h5i.get_file_id(where.id),
                 self._state.filename,
                 f"{self._version!r}/{self._path}",
             )
+            # A tree copied with h5py names the original's stores: the chunk map
+            # reads its own.
+            if small is not None and small.source.startswith(_stores_prefix(self._state)):
+                self._small = small
         return self._small
 
     def _committed_reader(self) -> CommittedReader:
@@ -558,6 +564,11 @@ def file_view(state: FileState) -> tuple[FileView, str] | None:
     versions = state.versions.name or ""
     _VIEWS[state] = (id(root), state.generation, view, versions)
     return None if view is None else (view, versions)
+
+
+def _stores_prefix(state: FileState) -> str:
+    """The start of the paths of the chunk stores of ``state``'s versioned root."""
+    return (state.version_data.name or "").rstrip("/") + "/"
 
 
 def known_view(state: FileState) -> tuple[FileView, str] | None:
