@@ -642,6 +642,37 @@ def open(
         durable.close_file(current)  # also settles the file's free-space information
 
 
+def _open_private(local: str) -> tuple[h5py.File, Any] | None:
+    """The local file ``local`` opened read-only once, as h5vc's private handle
+    (:func:`h5vc.remote.open_private`) under the file's read lock: its read guard
+    reads through this handle until the file changes, instead of opening a second
+    one (:func:`h5vc.versions.reading.offer`). None where the file cannot be locked."""
+    from h5vc.remote import open_private
+    from h5vc.versions.reading import offer, withdraw
+
+    lock = durable.ReadLock(local)
+    try:
+        with lock:
+            file, close_file = open_private(local)
+    except OSError:
+        lock.close()
+        return None  # no byte-range locks here: opened as before
+    except BaseException:
+        lock.close()
+        raise
+    offer(file, lock)
+
+    def close() -> None:
+        left = withdraw(file)  # not taken by a guard (not a versioned file)
+        try:
+            close_file()
+        finally:
+            if left is not None:
+                left.close()
+
+    return file, close
+
+
 def _open_read_only(
     target: Any, mode: str, local: str | None, **kwargs: Any
 ) -> tuple[h5py.File, Any]:
@@ -651,6 +682,10 @@ def _open_read_only(
 
     if local is None:
         return open_h5file(target, mode, **kwargs)
+    if mode == "r" and not kwargs:
+        opened = _open_private(local)
+        if opened is not None:
+            return opened
     lock = durable.ReadLock(local)
     try:
         with lock:

@@ -189,15 +189,15 @@ class FileBytes:
             raise Unreadable(f"{nbytes} bytes at address {address} run past the end of the file")
         return self.base + address
 
-    def header(self, address: int) -> Header:
+    def header(self, address: int, *, whole: bool = False) -> Header:
         """The messages of the object header at ``address`` (version 1, or version 2
         with its checksums checked), continuation blocks followed, up to the first
         symbol table message (a group's), or the first dataspace, datatype and layout
-        messages (a dataset's)."""
+        messages (a dataset's); with ``whole``, every message."""
         data = self.map
         start = self._at(address, 16)
         if data[start : start + 4] == b"OHDR":
-            return self._header_v2(address, start)
+            return self._header_v2(address, start, whole)
         message = _MESSAGE.unpack_from
         version, n_messages, chunk_size = _PREFIX.unpack_from(data, start)
         if version != 1 or chunk_size > _MAX_BLOCK:
@@ -220,7 +220,7 @@ class FileBytes:
                     raise Unreadable(f"more messages than the {n_messages} the header counts")
                 if kind == _CONTINUATION:
                     blocks.append(self._continuation(pos, length, 0))
-                elif self._note(header, kind, flags, pos, length):
+                elif self._note(header, kind, flags, pos, length) and not whole:
                     return header
                 pos += length
         return header
@@ -248,7 +248,7 @@ class FileBytes:
             raise Unreadable(f"a continuation block of {nbytes} bytes")
         return self._at(target, nbytes), nbytes
 
-    def _header_v2(self, address: int, start: int) -> Header:
+    def _header_v2(self, address: int, start: int, whole: bool = False) -> Header:
         """:meth:`header` of the version-2 object header at ``address`` (``start`` in
         the map): every block's checksum is checked."""
         data = self.map
@@ -283,7 +283,7 @@ class FileBytes:
                     if data[block : block + 4] != b"OCHK":
                         raise Unreadable("no object header continuation block")
                     blocks.append((block, block + 4, block + nbytes - 4))
-                elif self._note(header, kind, message_flags, pos, length):
+                elif self._note(header, kind, message_flags, pos, length) and not whole:
                     return header
                 pos += length
         return header
@@ -450,6 +450,17 @@ class FileBytes:
         """The mappings of the virtual dataset of rank ``ndim`` whose header is
         ``header``, if they are of the form described in the module; None otherwise
         (no virtual layout, another encoding, lengths that disagree with the bytes)."""
+        blob = self.mapping_list(header)
+        if blob is None:
+            return None
+        if not blob:
+            return Mappings(set(), [], [])  # no mapping: every chunk the fill value
+        return self._decode(blob, ndim)
+
+    def mapping_list(self, header: Header) -> bytes | None:
+        """The mapping list (the global heap object, its checksum last) of the virtual
+        dataset whose header is ``header``; empty if it has no mappings, None if it is
+        not a virtual dataset or its heap object cannot be found."""
         found = header.messages.get(_LAYOUT)
         sa = self.sizeof_addr
         if found is None or found[1] < 6 + sa:
@@ -461,7 +472,7 @@ class FileBytes:
         (address,) = self._addr.unpack_from(data, pos + 2)
         (index,) = _U32.unpack_from(data, pos + 2 + sa)
         if address == self.undefined:
-            return Mappings(set(), [], [])  # no mapping: every chunk the fill value
+            return b""
         try:
             objects = self._collections.get(address)
             if objects is None:
@@ -471,7 +482,12 @@ class FileBytes:
         where = objects.get(index)
         if where is None:
             return None
-        return self._decode(self.map[where[0] : where[0] + where[1]], ndim)
+        return self.map[where[0] : where[0] + where[1]]
+
+    def decode_mappings(self, blob: bytes, ndim: int) -> Mappings | None:
+        """The mappings of the mapping list ``blob`` of a virtual dataset of rank
+        ``ndim`` (see :meth:`mappings`; its checksum is not checked here)."""
+        return self._decode(blob, ndim)
 
     def _collection(self, address: int) -> dict[int, tuple[int, int]]:
         """The objects of the global heap collection at ``address``."""

@@ -29,11 +29,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
-import pathlib
 from collections.abc import Callable, Iterator
 
 import h5py
+
+from h5vc.hdf5.clib import OPEN_LOADED as _OPEN_LOADED
+from h5vc.hdf5.clib import loaded_hdf5 as _loaded_hdf5
 
 __all__ = ["COMPACT_LINKS", "compact_chunk_index", "new_group", "require_groups"]
 
@@ -180,27 +181,3 @@ def _group_calls() -> Callable[[int], bool] | None:
     if not calls(probe.id):
         return None
     return calls
-
-
-#: dlopen flags: only a library already loaded (where the flag exists).
-_OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
-
-
-def _loaded_hdf5() -> pathlib.Path | None:
-    """The file of the HDF5 library mapped into this process (Linux), or the one
-    shipped in h5py's wheel."""
-    maps = pathlib.Path("/proc/self/maps")
-    candidates: list[pathlib.Path] = []
-    try:
-        for line in maps.read_text().splitlines():
-            name = line.rpartition(" ")[2]
-            base = os.path.basename(name)
-            if base.startswith("libhdf5") and not base.startswith("libhdf5_hl") and ".so" in base:
-                candidates.append(pathlib.Path(name))
-    except OSError:
-        pass
-    if not candidates:
-        package = pathlib.Path(h5py.__file__).parent
-        for folder in (package.parent / "h5py.libs", package / ".dylibs"):
-            candidates.extend(sorted(folder.glob("libhdf5.*")) + sorted(folder.glob("libhdf5-*")))
-    return candidates[0] if candidates else None

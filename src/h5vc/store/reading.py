@@ -17,24 +17,32 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import h5py
 import numpy as np
 
+from h5vc.errors import CorruptDataError
+from h5vc.hdf5.chunkbytes import ChunkLocator, numeric_dtype
 from h5vc.hdf5.damage import damaged
+from h5vc.hdf5.filebytes import FileBytes, Header, Unreadable
 from h5vc.hdf5.header import (
     DATASPACE,
     DATATYPE,
     LAYOUT,
     PIPELINE,
+    HeaderDamage,
+    PositionedReader,
+    check_header_bytes,
     checked_messages,
+    checksum,
     chunk_dims,
     same_datatype,
 )
-from h5vc.hdf5.mappings import StoredVirtual, stored_dims
+from h5vc.hdf5.mappings import StoredVirtual, decode_mappings, stored_dims
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 
@@ -48,11 +56,15 @@ _NUMBER_CLASSES = frozenset((0, 1))
 #: HDF5 from its virtual dataset (an appended table has one block per rewritten
 #: chunk): HDF5's look at every block costs less than making the chunk map.
 FIRST_READ_BLOCKS = 1024
+#: Up to this many mapping blocks :func:`first_read` looks at each in Python.
+_LISTED_BLOCKS = 16
 #: The header messages of ``raw_data`` :func:`small_reads` looks at.
 _SOURCE_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT, PIPELINE))
 
 __all__ = [
     "CommittedReader",
+    "FileView",
+    "first_read",
     "RawDataSlab",
     "SmallReads",
     "read_fill",
@@ -405,4 +417,433 @@ def small_read(
         file_space = raw_data.get_space()
         file_space.select_hyperslab(tuple(a + s for (a, _, _), s in zip(box, small.offset)), counts)
         raw_data.read(h5py.h5s.create_simple(counts), file_space, out)
+    return out[tuple(0 if by_int else slice(None) for _, _, by_int in box)]
+
+
+# First reads from the file's bytes ---------------------------------------------------
+
+
+class _Dataset:
+    """What a first read of one committed dataset needs, read from the file's bytes:
+    its shape and dtype, its ``raw_data``'s chunk locator and row size, and its
+    mappings as ``(virtual start, source start, extent)`` rows."""
+
+    __slots__ = ("blocks", "dtype", "listed", "locator", "row_bytes", "shape", "source")
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: np.dtype,
+        locator: ChunkLocator,
+        row_bytes: int,
+        blocks: np.ndarray | list[list[int]],
+        source: str = "",
+    ):
+        #: The path of the ``raw_data`` the mappings name.
+        self.source = source
+        self.shape = shape
+        self.dtype = dtype
+        self.locator = locator
+        self.row_bytes = row_bytes
+        #: The rows as Python lists, for a few blocks; else as an array.
+        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
+        if len(blocks) <= _LISTED_BLOCKS:
+            ndim = len(shape)
+            rows = blocks if isinstance(blocks, list) else blocks.tolist()
+            self.listed = [(row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in rows]
+            blocks = np.zeros((0, 3 * ndim), dtype=np.int64)
+        elif isinstance(blocks, list):
+            blocks = np.array(blocks, dtype=np.int64)
+        self.blocks = blocks
+
+
+class FileView:
+    """A read-only file's bytes, read for first reads of committed datasets (see
+    :func:`first_read`): the links of the groups walked, the chunk stores and the
+    datasets found, by address. Valid while the file's bytes are what they were when
+    it was made: one per handle and generation of a :class:`~h5vc.versions.FileState`
+    (read under the file's read lock)."""
+
+    def __init__(self, file_bytes: FileBytes, root: int, filename: str):
+        self.bytes = file_bytes
+        self.root = root
+        self.filename = filename
+        self._links: dict[int, dict[str, int] | None] = {}
+        self._paths: dict[str, int | None] = {"/": root}
+        #: The file's root group (HDF5 looks up links of groups not read here).
+        self._root_group: h5py.h5g.GroupID | None = None
+        self._stores: dict[bytes, tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None] = {}
+        self._datasets: dict[int, _Dataset | None] = {}
+        self._headers: dict[int, Header] = {}
+        self._kinds: dict[str, dict[str, bool] | None] = {}
+
+    @classmethod
+    def of(cls, file: h5py.File, filename: str) -> FileView | None:
+        """The view of ``file`` if it is open read-only through an OS file descriptor
+        and HDF5's checksum function can be called; else None."""
+        from h5vc.hdf5.clib import lookup3
+
+        if lookup3() is None:
+            return None
+        file_bytes = FileBytes.of(file)
+        if file_bytes is None:
+            return None
+        root_group = h5py.h5g.open(file.id, b"/")
+        view = cls(file_bytes, int(h5py.h5o.get_info(root_group).addr), filename)
+        view._root_group = root_group
+        return view
+
+    def close(self) -> None:
+        self.bytes.close()
+
+    def links(self, address: int) -> dict[str, int] | None:
+        """The hard links of the group at ``address`` by name; None where they cannot
+        be read here (not a group, dense storage, soft links: HDF5 reads them)."""
+        if address in self._links:
+            return self._links[address]
+        fb = self.bytes
+        try:
+            found = fb.links(fb.header(address))
+            links = None if found is None else dict(found)
+        except Unreadable:
+            links = None
+        self._links[address] = links
+        return links
+
+    def address(self, path: str) -> int | None:
+        """The header address of the object at absolute ``path``; None where the links
+        leading to it cannot be read here or it is not there."""
+        if path in self._paths:
+            return self._paths[path]
+        parent, _, name = path.rstrip("/").rpartition("/")
+        found: int | None = self.root
+        if name:
+            above = self._paths.get(parent or "/")
+            links = None if above is None else self._links.get(above)
+            if links is not None:  # the group's links were read: a member of them
+                found = links.get(name)
+            else:  # one link lookup by HDF5 (reading a large group's links costs more)
+                try:
+                    assert self._root_group is not None
+                    info = self._root_group.links.get_info(path.encode())
+                    found = int(info.u) if info.type == h5py.h5l.TYPE_HARD else None
+                except (KeyError, RuntimeError, ValueError):
+                    found = None
+        self._paths[path] = found
+        return found
+
+    def header(self, address: int) -> Header:
+        """The header at ``address`` (see :meth:`FileBytes.header`), read once."""
+        found = self._headers.get(address)
+        if found is None:
+            found = self._headers[address] = self.bytes.header(address)
+        return found
+
+    def is_dataset(self, path: str) -> bool | None:
+        """Whether the object at absolute ``path`` is a dataset; None where that is not
+        known here (HDF5 is asked)."""
+        parent, _, name = path.rpartition("/")
+        kinds = self.kinds(parent)
+        return None if kinds is None else kinds.get(name)
+
+    def kinds(self, path: str) -> dict[str, bool] | None:
+        """Whether each member of the group at absolute ``path`` is a dataset (read
+        for every member at once: the first read of a version reads its datasets'
+        headers, which its reads need next); None where not known here."""
+        if path in self._kinds:
+            return self._kinds[path]
+        address = self.address(path)
+        links = None if address is None else self.links(address)
+        kinds: dict[str, bool] | None = None
+        if links is not None:
+            is_dataset, header = self.bytes.is_dataset, self.header
+            try:
+                kinds = {name: is_dataset(header(member)) for name, member in links.items()}
+            except Unreadable:
+                kinds = None
+        self._kinds[path] = kinds
+        return kinds
+
+    def known_kinds(self, path: str) -> dict[str, bool] | None:
+        """:meth:`kinds` of ``path`` if they were read already (nothing is read)."""
+        return self._kinds.get(path)
+
+    def dataset(self, address: int, where: str) -> _Dataset | None:
+        """What a first read of the virtual dataset at ``address`` (``where`` names
+        it) needs; None where it cannot be read from the bytes (then HDF5 reads it).
+        Raises :class:`~h5vc.errors.CorruptDataError` where a checksum disagrees."""
+        if address in self._datasets:
+            return self._datasets[address]
+        try:
+            found = self._dataset(address, where)
+        except (Unreadable, struct.error, ValueError, IndexError, OverflowError):
+            found = None
+        self._datasets[address] = found
+        return found
+
+    def _dataset(self, address: int, where: str) -> _Dataset | None:
+        fb = self.bytes
+        header = self.header(address)
+        shape = fb.dims(header)
+        datatype = header.messages.get(DATATYPE)
+        if not shape or datatype is None or not all(shape):
+            return None
+        datatype_bytes = fb.map[datatype[0] : datatype[0] + datatype[1]]
+        dtype = numeric_dtype(datatype_bytes)
+        if dtype is None:
+            return None
+        blob = fb.mapping_list(header)
+        if not blob:
+            return None
+        if checksum(blob[:-4]) != int.from_bytes(blob[-4:], "little"):
+            raise CorruptDataError(
+                f"The virtual mappings of {where} in {self.filename!r} are damaged: their "
+                f"checksum disagrees. Run h5vc.verify on the file; restore it from a copy "
+                f"if it was written."
+            )
+        ndim = len(shape)
+        count = int.from_bytes(blob[1 : 1 + fb.sizeof_size], "little")
+        # A few mappings are decoded in Python, many at once with numpy.
+        mappings = fb.decode_mappings(blob, ndim) if count <= _LISTED_BLOCKS else None
+        pairs: list[tuple[list[int], list[list[int]]]] = []  # a virtual block, its sources
+        many: tuple[np.ndarray, np.ndarray] | None = None
+        if (
+            mappings is not None
+            and len(mappings.virtual) == len(mappings.source) == count * 2 * ndim
+        ):
+            sources = frozenset(mappings.sources)
+            step = 2 * ndim
+            flat_v, flat_s = mappings.virtual, mappings.source
+            pairs = [
+                (flat_v[i : i + step], [flat_s[i : i + step]]) for i in range(0, len(flat_v), step)
+            ]
+        else:  # names shared between entries, several blocks a mapping: the general decoder
+            try:
+                decoded = decode_mappings(blob, ndim, fb.sizeof_size)
+            except Exception:  # its damage and its "unknown" encodings alike
+                return None
+            if (decoded.counts != 1).any():
+                return None
+            sources = decoded.sources
+            if (decoded.source_counts == 1).all() and count > _LISTED_BLOCKS:
+                many = decoded.virtual, decoded.source
+            else:
+                every_v = decoded.virtual.reshape(-1, 2 * ndim).tolist()
+                every_s = decoded.source.reshape(-1, 2 * ndim).tolist()
+                taken = 0
+                for block, n in zip(every_v, decoded.source_counts.tolist()):
+                    pairs.append((block, every_s[taken : taken + n]))
+                    taken += n
+        if len(sources) != 1:
+            return None
+        ((source_file, source_name),) = sources
+        if source_file != b".":
+            return None
+        store = self._store(source_name)
+        if store is None:
+            return None
+        _, locator, store_type, rows = store
+        if not same_datatype(store_type, datatype_bytes) or len(rows) != ndim:
+            return None
+        chunks = locator.chunks
+        if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
+            return None
+        blocks: np.ndarray | list[list[int]] | None
+        if many is not None:
+            blocks = _many_blocks(*many, tuple(shape), rows)
+        else:
+            blocks = _blocks(pairs, tuple(shape), rows)
+        if blocks is None:
+            return None
+        row_bytes = dtype.itemsize * math.prod(rows[1:])
+        source = source_name.replace(b"%%", b"%").decode()
+        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks, source)
+
+    def _store(self, name: bytes) -> tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None:
+        """The ``raw_data`` named ``name``: (address, chunk locator, datatype message,
+        dimensions), if it is an unfiltered chunked dataset of numbers read here."""
+        if name in self._stores:
+            return self._stores[name]
+        found = None
+        path = name.replace(b"%%", b"%").decode()
+        address = self.address(path) if path.startswith("/") else None
+        if address is not None:
+            fb = self.bytes
+            try:
+                self._check_header(address, path)
+                header = fb.header(address, whole=True)
+                messages = header.messages
+                rows = fb.dims(header)
+                if PIPELINE not in messages and LAYOUT in messages and DATATYPE in messages:
+                    pos, length = messages[LAYOUT]
+                    locator = ChunkLocator(fb, fb.map[pos : pos + length], path, self.filename)
+                    pos, length = messages[DATATYPE]
+                    datatype = fb.map[pos : pos + length]
+                    if rows and locator.element == numeric_dtype(datatype).itemsize:  # type: ignore[union-attr]
+                        found = (address, locator, datatype, tuple(rows))
+            except (Unreadable, AttributeError, ValueError, struct.error):
+                found = None
+        self._stores[name] = found
+        return found
+
+    def _check_header(self, address: int, path: str) -> None:
+        """Raise :class:`~h5vc.errors.CorruptDataError` if the version-1 header at
+        ``address`` is damaged in a way HDF5 would not survive decoding (as HDF5 is
+        not asked here, the next writer would open it: see
+        :func:`~h5vc.hdf5.header.check_dataset_header`). A version-2 header's checksum
+        is checked as it is read."""
+        fb = self.bytes
+        pos = fb._at(address, 4)
+        if fb.map[pos : pos + 4] == b"OHDR":
+            return
+        try:
+            check_header_bytes(
+                cast(PositionedReader, _MapReader(fb)), address, fb.sizeof_addr, fb.sizeof_size
+            )
+        except HeaderDamage as damage:
+            raise CorruptDataError(
+                f"The object header of {path} in {self.filename!r} is damaged and cannot "
+                f"be read: {damage}. Run h5vc.verify on the file; restore it from a copy "
+                f"if it was written."
+            ) from None
+
+
+def _many_blocks(
+    virtual: np.ndarray, source: np.ndarray, shape: tuple[int, ...], rows: tuple[int, ...]
+) -> np.ndarray | None:
+    """:func:`_blocks` of mappings of one block a side, ``(n, 2, ndim)`` first and
+    last coordinates each, checked at once."""
+    extent = virtual[:, 1] - virtual[:, 0] + 1
+    if (extent <= 0).any() or (extent != source[:, 1] - source[:, 0] + 1).any():
+        return None
+    if (virtual[:, 1] >= np.array(shape)).any() or (source[:, 1] >= np.array(rows)).any():
+        return None
+    if (source[:, 0] < 0).any() or int(extent.prod(axis=1).sum()) != math.prod(shape):
+        return None
+    return np.concatenate([virtual[:, 0], source[:, 0], extent], axis=1).astype(np.int64)
+
+
+def _blocks(
+    pairs: list[tuple[list[int], list[list[int]]]],
+    shape: tuple[int, ...],
+    rows: tuple[int, ...],
+) -> list[list[int]] | None:
+    """The mappings ``pairs`` (a virtual block's first and last coordinates, and those
+    of its source blocks) as ``(virtual start, source start, extent)`` rows of
+    ``3 * ndim`` numbers, one per block of the same extent on both sides; None unless
+    they map every element of ``shape`` once, from inside ``rows``. A virtual block
+    of several source blocks is cut where they meet, when all span whole rows (then
+    HDF5's element order, row-major on both sides, pairs row with row)."""
+    ndim = len(shape)
+    out: list[list[int]] = []
+    total = 0
+    whole = list(shape[1:]) == list(rows[1:])
+    for virtual, sources in pairs:
+        v_first, v_last = virtual[:ndim], virtual[ndim:]
+        extent = [b - a + 1 for a, b in zip(v_first, v_last)]
+        if min(extent) <= 0 or any(b >= n for b, n in zip(v_last, shape)):
+            return None
+        if len(sources) > 1 and (
+            not whole or any(v_first[1:]) or any(b + 1 != n for b, n in zip(v_last[1:], shape[1:]))
+        ):
+            return None
+        at = v_first[0]
+        for source in sources:
+            s_first, s_last = source[:ndim], source[ndim:]
+            s_extent = [b - a + 1 for a, b in zip(s_first, s_last)]
+            if min(s_extent) <= 0 or any(b >= n for b, n in zip(s_last, rows)):
+                return None
+            if s_extent[1:] != extent[1:] or (len(sources) == 1 and s_extent != extent):
+                return None
+            out.append([at, *v_first[1:], *s_first, *s_extent])
+            total += math.prod(s_extent)
+            at += s_extent[0]
+        if at != v_last[0] + 1:
+            return None
+    if not out or total != math.prod(shape):
+        return None  # not every element mapped once: the fill value would show
+    return out
+
+
+class _MapReader:
+    """:class:`~h5vc.hdf5.header.PositionedReader`'s reads, from a file's map."""
+
+    def __init__(self, file_bytes: FileBytes):
+        self._bytes = file_bytes
+
+    def read(self, address: int, nbytes: int) -> bytes:
+        fb = self._bytes
+        if address < 0 or address >= fb.size:
+            raise HeaderDamage(f"address {address} lies beyond the end of the file")
+        start = fb.base + address
+        return fb.map[start : start + min(nbytes, fb.size - address)]
+
+    def within(self, address: int, nbytes: int) -> bool:
+        return address >= 0 and address + nbytes <= self._bytes.size
+
+
+def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
+    """``dataset[index]`` read from the file's bytes, where ``index`` is a basic
+    selection of at most :data:`~h5vc.store.planner.HDF5_READ_BYTES`;
+    ``NotImplemented`` for any other index or a chunk not found here."""
+    dtype = dataset.dtype
+    box = planner.small_box(index, dataset.shape, dtype.itemsize)
+    if box is None:
+        return NotImplemented
+    low = [a for a, _, _ in box]
+    high = [b for _, b, _ in box]
+    ndim = len(low)
+    hits: list[tuple[list[int], list[int], list[int], list[int]]] = []
+    listed = dataset.listed
+    if listed is not None:  # a few blocks: plain Python costs less than numpy
+        for v_start, s_start, extent in listed:
+            first = [max(v, lo) for v, lo in zip(v_start, low)]
+            last = [min(v + e, hi) for v, e, hi in zip(v_start, extent, high)]
+            if all(f < t for f, t in zip(first, last)):
+                hits.append((first, last, v_start, s_start))
+    else:
+        blocks = dataset.blocks
+        starts, sources = blocks[:, :ndim], blocks[:, ndim : 2 * ndim]
+        firsts = np.maximum(starts, low)
+        lasts = np.minimum(starts + blocks[:, 2 * ndim :], high)
+        hit = (firsts < lasts).all(axis=1)
+        hits = list(
+            zip(
+                firsts[hit].tolist(),
+                lasts[hit].tolist(),
+                starts[hit].tolist(),
+                sources[hit].tolist(),
+            )
+        )
+    out = np.empty(tuple(b - a for a, b in zip(low, high)), dtype=dtype)
+    locator, row_bytes = dataset.locator, dataset.row_bytes
+    c0 = locator.chunks[0]
+    data = view.bytes.map
+    base = view.bytes.base
+    for v_first, v_last, v_start, s_start in hits:
+        # The source rows of this block's part of the box, chunk by chunk along axis 0.
+        row = s_start[0] + v_first[0] - v_start[0]
+        stop = row + v_last[0] - v_first[0]
+        rest_src = tuple(
+            slice(s + a - v, s + b - v)
+            for s, a, b, v in zip(s_start[1:], v_first[1:], v_last[1:], v_start[1:])
+        )
+        rest_dst = tuple(
+            slice(a - lo, b - lo) for a, b, lo in zip(v_first[1:], v_last[1:], low[1:])
+        )
+        at = v_first[0] - low[0]
+        while row < stop:
+            slot, offset = divmod(row, c0)
+            count = min(stop - row, c0 - offset)
+            address = locator.address(slot)
+            if address is None:
+                return NotImplemented
+            start = base + address + offset * row_bytes
+            piece = np.frombuffer(data[start : start + count * row_bytes], dtype=dtype)
+            piece = piece.reshape((count, *locator.chunks[1:]))
+            target = (slice(at, at + count), *rest_dst)
+            source = (slice(None), *rest_src)
+            out[target] = piece[source]
+            row += count
+            at += count
     return out[tuple(0 if by_int else slice(None) for _, _, by_int in box)]

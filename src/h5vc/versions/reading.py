@@ -39,12 +39,33 @@ from h5vc.remote import open_private, stream_descriptor
 if TYPE_CHECKING:
     from h5vc.versions.state import FileState
 
-__all__ = ["ReadGuard", "guard_for", "reads"]
+__all__ = ["ReadGuard", "guard_for", "offer", "reads", "withdraw"]
 
 #: HDF5 drivers of handles whose file h5vc can lock and open again by name.
 _LOCAL_DRIVERS = frozenset({"sec2", "stdio", "direct"})
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: Private handles opened by :func:`h5vc.open` under a read lock, by HDF5 file number:
+#: the guard of their root takes the lock over and reads through the handle itself
+#: until the file changes (see :func:`offer`).
+_OFFERED: dict[Any, ReadLock] = {}
+
+
+def offer(file: h5py.File, lock: ReadLock) -> None:
+    """``file`` is a private handle (:func:`h5vc.remote.open_private`) opened while
+    ``lock`` was held: the guard made for it next reads through it (not through a
+    second handle) as long as the file is as it was then, and owns ``lock``."""
+    _OFFERED[file.id.fileno] = lock
+
+
+def withdraw(file: h5py.File) -> ReadLock | None:
+    """The lock :func:`offer` gave with ``file`` if no guard took it."""
+    try:
+        return _OFFERED.pop(file.id.fileno, None)
+    except ValueError:  # a closed file
+        return None
 
 
 def guard_for(root: h5py.Group) -> ReadGuard | None:
@@ -53,6 +74,9 @@ def guard_for(root: h5py.Group) -> ReadGuard | None:
     file = root.file
     if file.mode != "r":
         return None
+    offered = withdraw(file)
+    if offered is not None:
+        return ReadGuard(str(file.filename), root.name or "/", root, offered, adopt=True)
     if file.driver not in _LOCAL_DRIVERS and stream_descriptor(file) is None:
         return None
     path = str(file.filename)
@@ -75,8 +99,19 @@ class ReadGuard:
     (valid inside a read, and until the next read finds the file changed).
     """
 
-    def __init__(self, path: str, root_name: str, anchor: h5py.Group, lock: ReadLock):
+    def __init__(
+        self,
+        path: str,
+        root_name: str,
+        anchor: h5py.Group,
+        lock: ReadLock,
+        *,
+        adopt: bool = False,
+    ):
+        """``adopt``: ``anchor`` is h5vc's own private handle, opened under ``lock``:
+        the first read goes through it if the file did not change since."""
         self.path = path
+        self._adopt = adopt
         self.root_name = root_name
         #: The caller's root: h5vc does not read through it, but it closes with it.
         self.anchor = anchor
@@ -126,8 +161,11 @@ class ReadGuard:
                 if not self._holders:
                     self._lock.__enter__()
                     try:
-                        if self._lock.changed or self.root is None:
+                        if self._adopt and self.root is None and not self._lock.changed:
+                            self._adopted()
+                        elif self._lock.changed or self.root is None:
                             self._open_again()
+                        self._adopt = False
                     except BaseException:
                         self._lock.__exit__(None, None, None)
                         raise
@@ -163,6 +201,15 @@ class ReadGuard:
             if state is not None:
                 state.invalidate()
 
+    def _adopted(self) -> None:
+        """Read through the anchor (h5vc's own private handle, see ``adopt``): the
+        state is loaded from it; it is not closed here (its opener closes it)."""
+        state = None if self._state is None else self._state()
+        if state is not None and self._reload is not None:
+            self._reload(state, self.anchor)
+        self._close_file = _keep_open
+        self.root = self.anchor
+
     def _open_again(self) -> None:
         """Read the file anew (under the lock): a new private handle, the state
         reloaded from it, the old handle closed."""
@@ -187,6 +234,10 @@ class ReadGuard:
         if close is not None:
             close()
         self._lock.close()
+
+
+def _keep_open() -> None:
+    """What closes an adopted anchor here: nothing (its opener closes it)."""
 
 
 def reads(method: F) -> F:

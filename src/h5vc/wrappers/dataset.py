@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +33,10 @@ from h5vc.store import layout
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.reading import (
     CommittedReader,
+    FileView,
     RawDataSlab,
     SmallReads,
+    first_read,
     read_fill,
     small_read,
     small_reads,
@@ -416,6 +419,9 @@ class CommittedDataset(_DatasetBase):
         if isinstance(index, str):
             return super().__getitem__(index)  # raises: no field names
         if self._loaded is None:
+            data = self._first_read(index)
+            if data is not NotImplemented:
+                return data
             small = self._small_reads()
             if small is not None:
                 data = small_read(small, index, self._state.filename, self._open_dataset)
@@ -424,6 +430,24 @@ class CommittedDataset(_DatasetBase):
                 if data is not NotImplemented:
                     return data
         return self._committed_reader().read(index)
+
+    def _first_read(self, index: Any) -> Any:
+        """``self[index]`` read from the file's bytes (:func:`~h5vc.store.reading.first_read`)
+        in a file open read-only; ``NotImplemented`` where it is not read that way."""
+        self._current()
+        found = file_view(self._state)
+        if found is None:
+            return NotImplemented
+        view, versions = found
+        address = view.address(f"{versions}/{self._version}/{self._path}")
+        if address is None:
+            return NotImplemented
+        dataset = view.dataset(address, f"dataset {self._name!r} of version {self._version!r}")
+        # (The chunk stores are next to the versions group.)
+        if dataset is None or not dataset.source.startswith(versions.rpartition("/")[0] + "/"):
+            # A tree copied with h5py names the original's stores: read its own.
+            return NotImplemented
+        return first_read(view, dataset, index)
 
     def _open_dataset(self) -> h5py.Dataset:
         return self._dataset
@@ -449,12 +473,16 @@ class CommittedDataset(_DatasetBase):
         if stored is not None:
             where = self._opened if self._opened is not None else self._parent
             assert where is not None
-            self._small = small_reads(
+            small = small_reads(
                 stored,
                 h5py.h5i.get_file_id(where.id),
                 self._state.filename,
                 f"{self._version!r}/{self._path}",
             )
+            # A tree copied with h5py names the original's stores: the chunk map
+            # reads its own.
+            if small is not None and small.source.startswith(_stores_prefix(self._state)):
+                self._small = small
         return self._small
 
     def _committed_reader(self) -> CommittedReader:
@@ -511,6 +539,47 @@ class CommittedDataset(_DatasetBase):
         assert where is not None
         root = where.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
         return (_reopen_committed, (self._state.filename, root, self._version, self._path))
+
+
+#: The view of the file's bytes of each read-only state (see :func:`file_view`).
+_VIEWS: weakref.WeakKeyDictionary[FileState, tuple[int, int, FileView | None, str]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def file_view(state: FileState) -> tuple[FileView, str] | None:
+    """The view of the file's bytes of ``state`` (read-only, under its read guard)
+    and the name of its versions group, made once per handle and generation (what it
+    read may be stale once either changes); None for a file read otherwise."""
+    if state.guard is None or state.writable:
+        return None
+    root = state.root
+    cached = _VIEWS.get(state)
+    if cached is not None and cached[0] == id(root) and cached[1] == state.generation:
+        view = cached[2]
+        return None if view is None else (view, cached[3])
+    if cached is not None and cached[2] is not None:
+        cached[2].close()
+    view = FileView.of(root.file, state.filename)
+    versions = state.versions.name or ""
+    _VIEWS[state] = (id(root), state.generation, view, versions)
+    return None if view is None else (view, versions)
+
+
+def _stores_prefix(state: FileState) -> str:
+    """The start of the paths of the chunk stores of ``state``'s versioned root."""
+    return (state.version_data.name or "").rstrip("/") + "/"
+
+
+def known_view(state: FileState) -> tuple[FileView, str] | None:
+    """:func:`file_view` of ``state`` if it was made for its current handle and
+    generation already (nothing is read: usable outside a read)."""
+    cached = _VIEWS.get(state)
+    if cached is None or cached[2] is None or cached[1] != state.generation:
+        return None
+    if cached[0] != id(state.root):
+        return None
+    return cached[2], cached[3]
 
 
 def _reopen_committed(filename: str, root: str, version: str, path: str) -> CommittedDataset:

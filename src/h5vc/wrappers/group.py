@@ -34,6 +34,7 @@ from h5vc.wrappers.dataset import (
     StagedDataset,
     coerce_value,
     default_fill,
+    known_view,
     open_committed_dataset,
     opening_member,
     reopen_version,
@@ -299,10 +300,31 @@ class CommittedGroup(_GroupBase):
         key = (self._version, _join(self._path, name))
         cached = self._views.get(key)  # a view checks its version when it reads
         if cached is None:
-            with self._state.reading():
-                cached = self._open_child(name)
+            cached = self._known_dataset(name)
+            if cached is None:
+                with self._state.reading():
+                    cached = self._open_child(name)
             self._views[key] = cached
         return cached
+
+    def _known_dataset(self, name: str) -> CommittedDataset | None:
+        """The view of dataset ``name`` if the file's bytes read in this generation
+        of the file said it is one (None: not known): no read of the file, as for a
+        view kept (its first read checks the file and opens it anew if it changed)."""
+        state = self._state
+        if state.generation != self._generation:
+            return None
+        found = known_view(state)
+        if found is None:
+            return None
+        view, versions = found
+        where = f"{versions}/{self._version}"
+        kinds = view.known_kinds(f"{where}/{self._path}" if self._path else where)
+        if kinds is None or not kinds.get(name):
+            return None
+        return open_committed_dataset(
+            state, self._version, _join(self._path, name), self._group_obj
+        )
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
         group = self._group
@@ -315,6 +337,12 @@ class CommittedGroup(_GroupBase):
                 f"{self._version!r}: no such member"
             )
 
+        found = known_view(state)  # made by a first read (opening the map costs more)
+        if found is not None:
+            view, versions = found
+            # The kind of object from its header in the file's bytes.
+            if view.is_dataset(f"{versions}/{self._version}/{path}"):
+                return open_committed_dataset(state, self._version, path, group)
         with opening_member(state, group, name, missing):
             link = name.encode()
             if not group.id.links.exists(link):
