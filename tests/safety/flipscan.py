@@ -46,6 +46,30 @@ def read_all_and_commit(path: str) -> None:
         g["x"][0] = 3.0
 
 
+def commit_first(path: str) -> None:
+    """Commit a change with nothing read before, through ``h5vc.open``: the writer
+    opens the chunk store itself."""
+    with h5vc.open(path, "r+") as vf, vf.stage_version("v3") as g:
+        g["x"][0] = 3.0
+
+
+def commit_first_drop_in(path: str) -> None:
+    """The same through ``h5py.File`` + ``VersionedHDF5File``."""
+    with h5py.File(path, "r+") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        with vf.stage_version("v3") as g:
+            g["x"][0] = 3.0
+
+
+#: What each child does with its damaged file, by the name the environment variable
+#: ``H5VC_FLIP_ACTION`` gives (default: read everything, then commit).
+ACTIONS = {
+    "read_all_and_commit": read_all_and_commit,
+    "commit_first": commit_first,
+    "commit_first_drop_in": commit_first_drop_in,
+}
+
+
 def header_address(path: str, obj: str) -> int:
     """The file offset of ``obj``'s object header."""
     with h5py.File(path, "r") as f:
@@ -83,8 +107,9 @@ def flipped(data: bytes, address: int, offset: int) -> bytes:
 
 
 def _outcome(path: str) -> str:
+    action = ACTIONS[os.environ.get("H5VC_FLIP_ACTION", "read_all_and_commit")]
     try:
-        read_all_and_commit(path)
+        action(path)
     except CorruptDataError:
         return "corrupt"
     except BaseException as error:

@@ -43,8 +43,14 @@ SAMPLE = [
 SAMPLE_LARGE = [32, 36, 37, 38, 39, 139, 140, 143, 144, 146]
 
 
-def _scan(path: str, offsets: list[int], obj: str = "_version_data/x/raw_data") -> dict[int, str]:
+def _scan(
+    path: str,
+    offsets: list[int],
+    obj: str = "_version_data/x/raw_data",
+    action: str = "read_all_and_commit",
+) -> dict[int, str]:
     env = dict(os.environ)
+    env["H5VC_FLIP_ACTION"] = action
     source = str(Path(h5vc.__file__).parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([source, env.get("PYTHONPATH", "")])
     command = [sys.executable, str(HERE / "flipscan.py"), path, obj]
@@ -81,6 +87,16 @@ def test_flipped_store_header_byte(
     if not FULL and libver is None and size == 1000:
         # Those HDF5 crashed on: each is reported as damage.
         assert all(results[offset] == "corrupt" for offset in (64, 65, 66, 67, 95, 147))
+
+
+@pytest.mark.parametrize("action", ["commit_first", "commit_first_drop_in"])
+def test_a_writer_checks_a_store_header_before_hdf5_decodes_it(path: str, action: str) -> None:
+    """A writer opening a damaged chunk store itself (nothing read before), through
+    either way of opening: the flips that crashed HDF5 are reported as damage."""
+    flipscan.make(path)
+    crashed = [64, 65, 66, 67, 92, 95]
+    results = _scan(path, crashed, action=action)
+    assert results == dict.fromkeys(crashed, "corrupt")
 
 
 def test_damaged_fill_value_is_named(path: str, tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ import h5py
 import h5vc.config as config
 from h5vc.durable.journal import JournaledFile, journal_path, recover
 from h5vc.errors import JournalPendingError, UnjournaledFileWarning, WriterActiveError
+from h5vc.hdf5 import header
 
 __all__ = [
     "adopt",
@@ -555,6 +556,11 @@ def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:
     # every access to ``.file``, which costs ten times as much.
     object_id = file.id
     return _OPEN.get(object_id.fileno) if object_id.valid else None
+
+
+# Headers of journaled files are checked through the journal, which gives the bytes
+# HDF5 reads (held pages included): HDF5 reads such files through no OS descriptor.
+header.BYTE_SOURCES.append(journal_of)
 
 
 def limit_metadata_cache(file: h5py.File) -> None:

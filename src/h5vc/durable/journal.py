@@ -295,6 +295,20 @@ class JournaledFile:
         count = self.readinto(buffer)
         return bytes(buffer[:count])
 
+    # -- positioned reads of what HDF5 sees (hdf5.header.ByteSource) ----------------------
+
+    @property
+    def size(self) -> int:
+        """The size of the file as HDF5 sees it."""
+        return self._size
+
+    def pread(self, nbytes: int, offset: int) -> bytes:
+        """Up to ``nbytes`` at ``offset`` as HDF5 reads them (held pages included),
+        without moving the position HDF5 reads from."""
+        buffer = bytearray(max(0, min(nbytes, self._size - offset)))
+        count = self._read_raw(memoryview(buffer), offset) if buffer else 0
+        return bytes(buffer[:count])
+
     def write(self, data: bytes | memoryview | bytearray) -> int:
         view = memoryview(data).cast("B")
         if self.failed is not None:

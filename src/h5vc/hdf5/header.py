@@ -30,6 +30,7 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import h5py
 
@@ -99,6 +100,22 @@ _FILES: dict[object, tuple[int, int, int, int] | tuple[()]] = {}
 _READ_ONLY: dict[object, bool] = {}
 
 
+class ByteSource(Protocol):
+    """The bytes of a file as HDF5 sees them, where it reads the file through a Python
+    file object rather than an OS file descriptor (a writable file's journal)."""
+
+    @property
+    def size(self) -> int: ...
+
+    def pread(self, nbytes: int, offset: int) -> bytes: ...
+
+
+#: Finders of the :class:`ByteSource` of an object's file (None where they know none),
+#: registered by the layers that open files through Python file objects: the headers
+#: of such files are checked through them (:func:`check_dataset_header`).
+BYTE_SOURCES: list[Callable[[h5py.HLObject], ByteSource | None]] = []
+
+
 class HeaderDamage(Exception):
     """What is wrong with a header's bytes (turned into CorruptDataError)."""
 
@@ -143,11 +160,16 @@ def _check(group: h5py.Group, name: str, key: tuple[object, int] | None) -> None
     if key is None or key in _KNOWN:
         return
     where = _where(group, key[0])
-    if not where:
-        return
-    fd, base, sizeof_addr, sizeof_size = where
+    if where:
+        fd, base, sizeof_addr, sizeof_size = where
+        reader = PositionedReader(fd, base)
+    else:
+        found = _source_reader(group)
+        if found is None:
+            return
+        reader, sizeof_addr, sizeof_size = found
     try:
-        check_header_bytes(PositionedReader(fd, base), key[1], sizeof_addr, sizeof_size)
+        check_header_bytes(reader, key[1], sizeof_addr, sizeof_size)
     except HeaderDamage as damage:
         raise CorruptDataError(
             f"The object header of {group.name.rstrip('/')}/{name} in {group.file.filename!r} "
@@ -155,6 +177,19 @@ def _check(group: h5py.Group, name: str, key: tuple[object, int] | None) -> None
             f"restore it from a copy if it was written."
         ) from None
     _KNOWN.add(key)
+
+
+def _source_reader(obj: h5py.HLObject) -> tuple[PositionedReader, int, int] | None:
+    """A reader of the file of ``obj`` through its :class:`ByteSource`, and its sizes
+    of addresses and lengths; None where no finder knows one."""
+    for finder in BYTE_SOURCES:
+        source = finder(obj)
+        if source is not None:
+            plist = h5py.h5i.get_file_id(obj.id).get_create_plist()
+            sizeof_addr, sizeof_size = plist.get_sizes()
+            reader = PositionedReader(-1, int(plist.get_userblock()), source=source)
+            return reader, int(sizeof_addr), int(sizeof_size)
+    return None
 
 
 def _where(obj: h5py.HLObject, fileno: object) -> tuple[int, int, int, int] | tuple[()]:
@@ -325,16 +360,20 @@ def _key(group: h5py.Group, name: str) -> tuple[object, int] | None:
 class PositionedReader:
     """Positioned reads of the file at HDF5 addresses (relative to the base address)."""
 
-    def __init__(self, fd: int, base: int):
+    def __init__(self, fd: int, base: int, *, source: ByteSource | None = None):
         self.fd = fd
         self.base = base
-        self.size = os.fstat(fd).st_size
+        #: Where the bytes come from when the file has no descriptor HDF5 reads through.
+        self.source = source
+        self.size = source.size if source is not None else os.fstat(fd).st_size
 
     def read(self, address: int, nbytes: int) -> bytes:
         """``nbytes`` at ``address``: fewer only at the end of the file."""
         start = self.base + address
         if address < 0 or start >= self.size:
             raise HeaderDamage(f"address {address} lies beyond the end of the file")
+        if self.source is not None:
+            return self.source.pread(min(nbytes, self.size - start), start)
         return os.pread(self.fd, min(nbytes, self.size - start), start)
 
     def within(self, address: int, nbytes: int) -> bool:
