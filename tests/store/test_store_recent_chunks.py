@@ -264,3 +264,46 @@ def test_kept_chunks_do_not_change_with_the_callers_arrays(vf: VersionedHDF5File
         assert_same_array(g["x"][()], np.r_[np.arange(4.0), np.arange(3.0) + 10])
         g["x"][0] = 5.0
     assert_same_array(vf["v2"]["x"][()], np.r_[5.0, 1, 2, 3, 10, 11, 12])
+
+
+def test_next_stage_reads_a_just_committed_dataset_without_opening_it(
+    vf: VersionedHDF5File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset the last commit wrote, without attributes of its own, is staged again
+    from its known chunk map (HDF5 does not open it); one with attributes is opened
+    and keeps them; either way the data and attributes of every version stay."""
+    from h5vc.wrappers import group as group_module
+
+    opened: list[str] = []
+    real_open = group_module._open_writable
+
+    def counting_open(parent: h5py.Group, name: str) -> h5py.HLObject:
+        opened.append(name)
+        return real_open(parent, name)
+
+    monkeypatch.setattr(group_module, "_open_writable", counting_open)
+    with vf.stage_version("v0") as g:
+        g.create_dataset("plain", data=np.arange(10.0), chunks=(4,))
+        g.create_dataset("tagged", data=np.arange(10.0), chunks=(4,))
+        g["tagged"].attrs["unit"] = "m"
+    with vf.stage_version("v1") as g:
+        g["plain"].resize((12,))
+        g["plain"][10:] = [10.0, 11.0]
+        g["tagged"][0] = -1.0
+        assert dict(g["plain"].attrs) == {}
+        assert dict(g["tagged"].attrs) == {"unit": "m"}
+    assert opened == ["tagged"]
+    with vf.stage_version("v2") as g:
+        g["plain"].attrs["unit"] = "s"
+        g["tagged"].attrs["scale"] = 2
+    with vf.stage_version("v3") as g:
+        g["plain"][0] = -2.0
+        assert dict(g["plain"].attrs) == {"unit": "s"}
+        assert dict(g["tagged"].attrs) == {"unit": "m", "scale": 2}
+    assert_same_array(vf["v0"]["plain"][()], np.arange(10.0))
+    assert_same_array(vf["v1"]["plain"][()], np.arange(12.0))
+    assert_same_array(vf["v3"]["plain"][()], np.concatenate([[-2.0], np.arange(1.0, 12.0)]))
+    assert dict(vf["v1"]["plain"].attrs) == {}
+    assert dict(vf["v3"]["plain"].attrs) == {"unit": "s"}
+    assert dict(vf["v3"]["tagged"].attrs) == {"unit": "m", "scale": 2}
+    assert_same_array(vf["v3"]["tagged"][()], np.concatenate([[-1.0], np.arange(1.0, 10.0)]))

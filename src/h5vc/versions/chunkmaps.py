@@ -69,6 +69,11 @@ class ChunkMapCache:
             return None
         return stored_virtual(group, name, self._collections)
 
+    def known(self, version: str, path: str) -> ChunkMap | None:
+        """The chunk map of dataset ``path`` of ``version`` if parsed (and checked)
+        or written already, without opening the dataset; else None."""
+        return self._by_name.get((version, path.strip("/")))
+
     def get(
         self, version: str, path: str, dataset: h5py.Dataset, mappings: Mappings | None = None
     ) -> ChunkMap:

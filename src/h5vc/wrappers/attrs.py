@@ -85,7 +85,13 @@ class CommittedAttributes(Mapping[str, Any]):
 class StagedAttributes(MutableMapping[str, Any]):
     """Attributes of a staged object; ``modified`` tells whether they changed."""
 
-    def __init__(self, base: h5py.AttributeManager | None, hidden: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        base: h5py.AttributeManager | Callable[[], dict[str, Any]] | None,
+        hidden: frozenset[str] = frozenset(),
+    ):
+        """``base`` holds the attributes to start from: an object's attributes (read
+        when first needed, but for ``hidden``), a function giving them, or None (none)."""
         self._base = base
         self._hidden = hidden
         self._values: dict[str, Any] | None = None if base is not None else {}
@@ -95,7 +101,10 @@ class StagedAttributes(MutableMapping[str, Any]):
     def _data(self) -> dict[str, Any]:
         if self._values is None:
             assert self._base is not None
-            self._values = read_attributes(self._base, self._hidden)
+            if callable(self._base):
+                self._values = self._base()
+            else:
+                self._values = read_attributes(self._base, self._hidden)
         return self._values
 
     def _check_writable(self, key: str) -> None:

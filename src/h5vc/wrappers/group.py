@@ -23,6 +23,7 @@ from h5vc.errors import (
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged
 from h5vc.store import layout
+from h5vc.store.attributes import member_has_only
 from h5vc.store.rawdata import check_storable
 from h5vc.store.reading import read_fill, staged_array
 from h5vc.store.tree import join_path as _join
@@ -435,13 +436,27 @@ class StagedGroup(_GroupBase):
         base, version = self._base, self._base_version
         if base is None or version is None:  # _child checked name is in the base
             raise KeyError(f"Unable to open object {name!r} in {self.name!r}: no such member")
-        with damaged(self._state.filename, f"Object {base.name}/{name}"):
-            obj = _open_writable(base, name)
         path = _join(self._path, name)
-        if isinstance(obj, h5py.Group):
-            return StagedGroup(self._state, version, obj, path)
-        store = self._state.stores.require(path, version, obj)
-        chunk_map = self._state.chunk_maps.get(version, path, obj)
+        where = f"Object {base.name}/{name}"
+        # A dataset whose chunk map is known (the last commit wrote it, say) is not
+        # opened: HDF5 would decode every mapping. Its attributes are read through
+        # the dataset only if it has any but the layout's.
+        chunk_map = self._state.chunk_maps.known(version, path)
+        attrs: StagedAttributes | None = None
+        if chunk_map is not None:
+            with damaged(self._state.filename, where):
+                if member_has_only(base, name, layout.DATASET_ATTRS):
+                    attrs = StagedAttributes(dict, layout.DATASET_ATTRS)
+        if attrs is not None and chunk_map is not None:
+            store = self._state.stores.require(path, version)
+        else:
+            with damaged(self._state.filename, where):
+                obj = _open_writable(base, name)
+            if isinstance(obj, h5py.Group):
+                return StagedGroup(self._state, version, obj, path)
+            store = self._state.stores.require(path, version, obj)
+            chunk_map = self._state.chunk_maps.get(version, path, obj)
+            attrs = StagedAttributes(obj.attrs, layout.DATASET_ATTRS)
         dtype = store.raw_data.dtype
         array = staged_array(chunk_map, store.raw_data, dtype, read_fill(dtype, store.fillvalue))
         if store.recent:  # the chunks the last commit wrote: read from memory
@@ -456,7 +471,7 @@ class StagedGroup(_GroupBase):
             chunks=chunk_map.chunks,
             fillvalue=store.fillvalue,
             dtype=dtype,
-            attrs=StagedAttributes(obj.attrs, layout.DATASET_ATTRS),
+            attrs=attrs,
             raw_data=store.raw_data,
             base=Link(base, name),
             base_shape=chunk_map.shape,
