@@ -309,3 +309,67 @@ def test_damaged_mapping_list_is_refused_never_misread(tmp_path_factory, data) -
     assert int(found.counts.sum()) == len(found.virtual)
     assert int(found.source_counts.sum()) == len(found.source)
     assert np.all(found.virtual[:, 1] >= found.virtual[:, 0])
+
+
+def _appended_maps(rows: int, chunk_rows: int, steps: int) -> list[ChunkMap]:
+    """Chunk maps of a dataset grown by ``rows`` a step, its last chunk rewritten into a
+    new slot at every step (as appends store them)."""
+    maps, slots, next_slot = [], [], 0
+    for step in range(1, steps + 1):
+        length = rows * step
+        count = -(-length // chunk_rows)
+        slots = slots[: count - 1] if len(slots) >= count else slots[: len(slots) - 1]
+        while len(slots) < count:
+            slots.append(next_slot)
+            next_slot += 2  # never consecutive: one mapping a chunk
+        maps.append(ChunkMap((length, 2), (chunk_rows, 2), np.array(slots)[:, None]))
+    return maps
+
+
+@pytest.mark.parametrize("fillvalue", [-1, -2])
+def test_mappings_kept_for_the_next_virtual_dataset_map_the_same(tmp_path, fillvalue) -> None:
+    """Virtual datasets of one chunk store made one after another, the first mappings
+    reused from the one before: each reads as made from scratch, maps exactly its chunk
+    map (virtual extents its own), in both HDF5's and the file's view of the mappings."""
+    from h5vc.store import vds
+
+    maps = _appended_maps(rows=3, chunk_rows=4, steps=40)
+    added: list[int] = []
+    real_add = vds._Blocks.add_mappings
+
+    def counting_add(self, dcpl, vspace, sspace, raw_name, groups):
+        added.append(len(groups))
+        return real_add(self, dcpl, vspace, sspace, raw_name, groups)
+
+    path = tmp_path / "shared.h5"
+    with h5py.File(path, "w") as f:
+        slots = 2 * 40 * 3
+        raw_data = f.create_dataset(
+            "raw", shape=(slots * 4, 2), maxshape=(None, 2), chunks=(4, 2), dtype="f8"
+        )
+        raw_data[...] = np.arange(slots * 8, dtype=float).reshape(-1, 2)
+        vds._Blocks.add_mappings = counting_add
+        try:
+            for number, chunk_map in enumerate(maps):
+                create_virtual_dataset(f, f"v{number}", raw_data, chunk_map, fillvalue=fillvalue)
+        finally:
+            vds._Blocks.add_mappings = real_add
+        # A different fill value never takes mappings kept with another one.
+        other = create_virtual_dataset(f, "other", raw_data, maps[-1], fillvalue=fillvalue - 5)
+        assert other.fillvalue == fillvalue - 5
+    # Most datasets added only their last mapping (or two) instead of all of them.
+    assert sum(added) < sum(len(m.runs()) for m in maps) // 3
+    with h5py.File(path, "r") as f:
+        source = f["raw"][...]
+        for number, chunk_map in enumerate(maps):
+            dset = f[f"v{number}"]
+            assert dset.fillvalue == fillvalue
+            assert read_chunk_map(dset, (4, 2)) == chunk_map
+            stored = stored_mappings(f, f"v{number}")
+            assert stored is not None
+            _same_mappings(stored, _mappings_from_hdf5(dset))
+            dcpl = dset.id.get_create_plist()
+            for i in range(dcpl.get_virtual_count()):
+                assert dcpl.get_virtual_vspace(i).shape == dset.shape
+            expected = np.concatenate([source[s * 4 : s * 4 + 4] for s in chunk_map.slots[:, 0]])
+            np.testing.assert_array_equal(dset[...], expected[: dset.shape[0]])

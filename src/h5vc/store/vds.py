@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import h5py
@@ -72,6 +73,15 @@ def _fill_array(dtype: np.dtype, fillvalue: object) -> np.ndarray | None:
     return np.array(fillvalue, dtype=dtype)
 
 
+def _fill_key(fill: np.ndarray | None) -> bytes:
+    """The fill value of a property list as bytes that tell it apart from others."""
+    if fill is None:
+        return b""
+    if fill.dtype.kind == "O":  # a string: its text, not the address of the object
+        return b"O" + repr(fill[()]).encode()
+    return fill.dtype.str.encode() + b":" + fill.tobytes()
+
+
 def source_name(raw_data: h5py.Dataset) -> tuple[bytes, bytes]:
     """The source file and dataset names with which a virtual dataset of this file
     maps ``raw_data``, as stored: ``"."`` is the same file, and ``"%%"`` stands for a
@@ -109,11 +119,88 @@ def create_virtual_dataset(
     runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
     if len(runs):
         blocks = _Blocks(runs, shape, chunk_map.chunks)
-        groups = group_runs(runs, math.prod(chunk_map.chunks)) if merge else None
-        blocks.add_mappings(dcpl, vspace, sspace, source_name(raw_data)[1], groups)
+        if merge:
+            groups = group_runs(runs, math.prod(chunk_map.chunks))
+        else:
+            groups = [[i] for i in range(len(runs))]
+        raw_name = source_name(raw_data)[1]
+        fill_key = _fill_key(fill)
+        dcpl = _add_mappings_reusing(
+            dcpl, blocks, groups, vspace, sspace, raw_name, (raw_name, fill_key)
+        )
     vspace.select_all()
     dsid = h5d.create(group.id, name.encode(), raw_data.id.get_type(), vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)
+
+
+#: Mappings a virtual dataset shares with the next one of the same chunk store, kept
+#: built (see :func:`_add_mappings_reusing`), by source name and fill value.
+_SHARED_MAPPINGS: OrderedDict[tuple[bytes, bytes], tuple[h5p.PropDCID, np.ndarray, np.ndarray]]
+_SHARED_MAPPINGS = OrderedDict()
+#: Chunk stores whose shared mappings are kept.
+SHARED_MAPPING_STORES = 32
+#: Fewer mappings than this are built anew every time.
+MIN_SHARED_MAPPINGS = 8
+
+
+def _add_mappings_reusing(
+    dcpl: h5p.PropDCID,
+    blocks: _Blocks,
+    groups: list[list[int]],
+    vspace: h5s.SpaceID,
+    sspace: h5s.SpaceID,
+    raw_name: bytes,
+    key: tuple[bytes, bytes],
+) -> h5p.PropDCID:
+    """Add one mapping per group of runs to ``dcpl`` (or to a copy of a property list
+    holding the first of them already, which is returned instead).
+
+    HDF5 takes a few microseconds per mapping added (``H5Pset_virtual``) but copies a
+    list of them in a fraction of that. A commit of a long dataset changes few of its
+    mappings, mostly those reaching its last chunk row (an append rewrites the short
+    last chunk), so those go last and a copy of the list before them is kept for the
+    next virtual dataset of the same chunk store: when its mappings start with the
+    same ones (same blocks, same source, same fill value), they are not built again.
+    A mapping is the same selections on both sides whatever the dataspace extents it
+    was built with: HDF5 stores the selections and sets the virtual extent to the
+    dataset's when it creates it.
+    """
+    sizes = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
+    flat = np.concatenate(groups)
+    ends = (blocks.vstart[:, 0] + blocks.block[:, 0])[flat]
+    starts = np.cumsum(sizes) - sizes
+    reaching = np.maximum.reduceat(ends, starts) >= ends.max()
+    stable = len(groups) - int(reaching.sum())
+    if stable and reaching[:stable].any():  # those reaching the last row go last
+        keep = np.flatnonzero(~reaching).tolist() + np.flatnonzero(reaching).tolist()
+        groups = [groups[i] for i in keep]
+        sizes = sizes[keep]
+        flat = np.concatenate(groups)
+    table = np.concatenate([blocks.vstart, blocks.sstart, blocks.block], axis=1)[flat]
+    bounds = np.cumsum(sizes)
+    done = 0
+    shared = _SHARED_MAPPINGS.get(key)
+    if shared is not None:
+        kept, kept_table, kept_bounds = shared
+        count = len(kept_bounds)
+        if (
+            count <= stable
+            and np.array_equal(bounds[:count], kept_bounds)
+            and np.array_equal(table[: len(kept_table)], kept_table)
+        ):
+            dcpl, done = kept.copy(), count
+            _SHARED_MAPPINGS.move_to_end(key)
+    if done < stable:
+        blocks.add_mappings(dcpl, vspace, sspace, raw_name, groups[done:stable])
+    if stable >= MIN_SHARED_MAPPINGS and done != stable:
+        rows = int(bounds[stable - 1])
+        _SHARED_MAPPINGS[key] = (dcpl.copy(), table[:rows].copy(), bounds[:stable].copy())
+        _SHARED_MAPPINGS.move_to_end(key)
+        while len(_SHARED_MAPPINGS) > SHARED_MAPPING_STORES:
+            _SHARED_MAPPINGS.popitem(last=False)
+    if stable < len(groups):
+        blocks.add_mappings(dcpl, vspace, sspace, raw_name, groups[stable:])
+    return dcpl
 
 
 def group_runs(
