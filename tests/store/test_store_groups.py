@@ -249,3 +249,29 @@ def test_unstorable_attribute_is_refused_when_set(vf: VersionedHDF5File, value) 
         g.attrs["good"] = 1
     assert vf["v1"].attrs["good"] == 1
     assert "bad" not in vf["v1"].attrs and "bad" not in vf["v1"]["x"].attrs
+
+
+@pytest.mark.parametrize("track_order", [False, True])
+def test_member_names_in_h5pys_order(tmp_path: Any, track_order: bool) -> None:
+    """The names a staged group lists of its base are h5py's, in h5py's order (by
+    name, or by creation where the group tracks it), non-ASCII names included."""
+    from h5vc.wrappers.group import member_names
+
+    with h5py.File(tmp_path / "names.h5", "w") as f:
+        group = f.create_group("g", track_order=track_order)
+        for name in ["b", "a", "Z", "é", "a b", "10", "9"]:
+            group.create_group(name)
+        assert member_names(group) == list(group)
+        assert member_names(f.create_group("empty")) == []
+
+
+def test_staged_keys_list_the_base_once_edits_included(tree: VersionedHDF5File) -> None:
+    names = set(tree[tree.current_version])
+    with tree.stage_version("names") as g:
+        assert set(g) == names
+        g.create_dataset("zz", data=np.arange(3))
+        first = sorted(names)[0]
+        del g[first]
+        assert set(g) == (names - {first}) | {"zz"}
+        assert set(g.keys()) == set(g)
+    assert set(tree["names"]) == (names - {first}) | {"zz"}

@@ -387,6 +387,7 @@ class StagedGroup(_GroupBase):
         self._state = state
         self._base_version = base_version
         self._base = base
+        self._base_members: list[str] | None = None
         self._path = path
         self._loaded: dict[str, Node] = {}
         self._deleted: set[str] = set()
@@ -409,9 +410,16 @@ class StagedGroup(_GroupBase):
         return None if staging is None else f"{self._state.versions.name}/{staging}"
 
     def _names(self) -> list[str]:
-        names = [] if self._base is None else [k for k in self._base if k not in self._deleted]
+        names = [k for k in self._base_names() if k not in self._deleted]
         names += [k for k in self._loaded if k not in names]
         return names
+
+    def _base_names(self) -> list[str]:
+        """The members of the base group (a committed version's: they never change),
+        read once, in h5py's order."""
+        if self._base_members is None:
+            self._base_members = [] if self._base is None else member_names(self._base)
+        return self._base_members
 
     def _has_member(self, name: str) -> bool:
         if name in self._loaded:
@@ -711,6 +719,19 @@ def _is_column(obj: Any) -> bool:
     ``h5vc.columns`` is imported, which opening a file does not do."""
     columns = sys.modules.get("h5vc.columns")
     return columns is not None and isinstance(obj, columns.StagedColumn | columns.CommittedColumn)
+
+
+def member_names(group: h5py.Group) -> list[str]:
+    """``list(group)`` in one HDF5 call (h5py asks for each name by its index, which
+    HDF5 finds by walking the links again: about 40 us for a group of one member)."""
+    names: list[str] = []
+    tracked = group.id.get_create_plist().get_link_creation_order() & h5py.h5p.CRT_ORDER_TRACKED
+    group.id.links.iterate(
+        lambda name: names.append(name.decode("utf-8", "surrogateescape")),
+        idx_type=h5py.h5.INDEX_CRT_ORDER if tracked else h5py.h5.INDEX_NAME,
+        order=h5py.h5.ITER_INC,
+    )
+    return names
 
 
 def _open_writable(parent: h5py.Group, name: str) -> h5py.HLObject:
