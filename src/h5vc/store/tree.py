@@ -112,10 +112,12 @@ def initialize(
         timeindex.write_index(root[layout.VERSION_DATA], [], {})
 
 
-def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
+def open_layout(root: h5py.Group, filename: str | None = None) -> tuple[h5py.Group, h5py.Group]:
     """``(version data group, versions group)`` of ``root``, which must be versioned
-    (a writable root is initialized before, see :func:`initialize`)."""
-    filename = root.file.filename
+    (a writable root is initialized before, see :func:`initialize`); ``filename`` is
+    the file's name if the caller knows it already."""
+    if filename is None:
+        filename = root.file.filename if not isinstance(root, h5py.File) else root.filename
     if layout.VERSION_DATA not in root:
         raise NotVersionedError(
             f"Expected a versioned HDF5 file or group with a {layout.VERSION_DATA!r} "

@@ -16,7 +16,7 @@ from h5vc.hdf5.damage import damaged
 from h5vc.store import layout, timeindex
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
-__all__ = ["VersionInfo", "VersionLog", "log_entry"]
+__all__ = ["VersionInfo", "VersionLog", "log_entry", "scalar_integer_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,20 +246,35 @@ _COMMITTED = layout.ATTR_COMMITTED.encode()
 
 def _committed_marker(versions: h5py.h5g.GroupID, name: bytes) -> bool | None:
     """Whether the group ``name`` of ``versions`` carries a true commit marker, read
-    with HDF5's low-level calls (a third of the cost of h5py's group and attribute
+    with HDF5's low-level calls (a fraction of the cost of h5py's group and attribute
     objects, paid once per version a file opens); None if ``name`` is no group or
-    its marker is not a scalar."""
+    its marker is not a scalar integer (or h5py's boolean enum)."""
     obj = h5py.h5o.open(versions, name)
     if not isinstance(obj, h5py.h5g.GroupID):
         return None
     if not h5py.h5a.exists(obj, _COMMITTED):
         return False
-    attr = h5py.h5a.open(obj, _COMMITTED)
-    if attr.shape != () or attr.dtype.kind not in "biu":
+    raw = scalar_integer_bytes(h5py.h5a.open(obj, _COMMITTED))
+    return None if raw is None else bool(raw.any())
+
+
+#: HDF5 type classes of markers and counts read by :func:`scalar_integer_bytes`.
+_INTEGER_CLASSES = frozenset({h5py.h5t.INTEGER, h5py.h5t.ENUM})
+
+
+def scalar_integer_bytes(attr: h5py.h5a.AttrID) -> np.ndarray | None:
+    """The bytes of the scalar integer (or enum of integers) attribute ``attr`` as
+    stored, without making its numpy dtype (which costs more than the read): a value
+    is zero exactly when all its bytes are. None for any other kind of attribute."""
+    tid = attr.get_type()
+    if (
+        tid.get_class() not in _INTEGER_CLASSES
+        or attr.get_space().get_simple_extent_type() != h5py.h5s.SCALAR
+    ):
         return None
-    value = np.empty((), dtype=attr.dtype)
-    attr.read(value)
-    return bool(value)
+    raw = np.zeros(tid.get_size(), dtype=np.uint8)
+    attr.read(raw, mtype=tid)
+    return raw
 
 
 def log_entry(info: VersionInfo) -> dict[str, Any]:

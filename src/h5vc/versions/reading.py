@@ -39,7 +39,7 @@ from h5vc.remote import open_private, stream_descriptor
 if TYPE_CHECKING:
     from h5vc.versions.state import FileState
 
-__all__ = ["ReadGuard", "guard_for", "offer", "reads", "withdraw"]
+__all__ = ["ReadGuard", "file_of", "guard_for", "offer", "reads", "withdraw"]
 
 #: HDF5 drivers of handles whose file h5vc can lock and open again by name.
 _LOCAL_DRIVERS = frozenset({"sec2", "stdio", "direct"})
@@ -68,10 +68,16 @@ def withdraw(file: h5py.File) -> ReadLock | None:
         return None
 
 
+def file_of(obj: h5py.HLObject) -> h5py.File:
+    """The file of ``obj``: ``obj`` itself when it is one (h5py makes a new File
+    object, at some cost, on every access to ``.file``)."""
+    return obj if isinstance(obj, h5py.File) else obj.file
+
+
 def guard_for(root: h5py.Group) -> ReadGuard | None:
     """A guard for the read-only root ``root`` of a local file, or None where the
     file cannot be locked or opened again by name (a URL, a caller's file object)."""
-    file = root.file
+    file = file_of(root)
     if file.mode != "r":
         return None
     offered = withdraw(file)
@@ -215,7 +221,7 @@ class ReadGuard:
         reloaded from it, the old handle closed."""
         file, close = open_private(self.path)
         try:
-            root = file[self.root_name]
+            root = file if self.root_name == "/" else file[self.root_name]
             state = None if self._state is None else self._state()
             if state is not None and self._reload is not None:
                 self._reload(state, root)
