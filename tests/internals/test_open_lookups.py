@@ -33,18 +33,18 @@ def versions(tmp_path):
 )
 def test_commit_marker_values(versions, value, expected):
     versions.create_group("v").attrs["committed"] = value
-    assert _committed_marker(versions.id, b"v") is expected
+    assert _committed_marker(versions.id, b"v")[0] is expected
 
 
 def test_commit_marker_other_kinds(versions):
     versions.create_group("none")
-    assert _committed_marker(versions.id, b"none") is False
+    assert _committed_marker(versions.id, b"none")[0] is False
     versions.create_group("array").attrs["committed"] = np.array([1, 1])
-    assert _committed_marker(versions.id, b"array") is None
+    assert _committed_marker(versions.id, b"array")[0] is None
     versions.create_group("text").attrs["committed"] = "yes"
-    assert _committed_marker(versions.id, b"text") is None
+    assert _committed_marker(versions.id, b"text")[0] is None
     versions.create_dataset("data", data=1)
-    assert _committed_marker(versions.id, b"data") is None
+    assert _committed_marker(versions.id, b"data")[0] is None
 
 
 @pytest.mark.parametrize(
@@ -78,3 +78,20 @@ def test_fresh_open_reads_newest(tmp_path, opener):
                 assert vf[f"v{n}"]["x"][-2:].tolist() == [n, n]
                 assert vf.current_version == "v2"
                 vf.close()
+
+
+def test_version_group_after_lookup_is_that_version(tmp_path):
+    path = tmp_path / "f.h5"
+    with h5vc.open(path, "w") as vf:
+        for n in range(3):
+            with vf.stage_version(f"v{n}") as g:
+                g["x"] = np.full(4, n)
+    with h5vc.open(path) as vf:
+        log = vf.file_state.log
+        assert "v1" in log and "v2" in log
+        # the group opened for v2's marker is not handed out for v1
+        assert log.group("v1").name.endswith("/v1")
+        assert "v2" in log
+        assert log.group("v2").name.endswith("/v2")
+        assert log.group("v0").name.endswith("/v0")
+        assert [vf[f"v{n}"]["x"][0] for n in range(3)] == [0, 1, 2]

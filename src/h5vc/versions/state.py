@@ -136,7 +136,7 @@ class FileState:
         if self.writable:
             durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
-            if layout.VERSION_DATA not in root and self.writable:
+            if self.writable and layout.VERSION_DATA not in root:
                 tree.initialize(
                     root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC
                 )
