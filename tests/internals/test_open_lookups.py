@@ -95,3 +95,37 @@ def test_version_group_after_lookup_is_that_version(tmp_path):
         assert log.group("v2").name.endswith("/v2")
         assert log.group("v0").name.endswith("/v0")
         assert [vf[f"v{n}"]["x"][0] for n in range(3)] == [0, 1, 2]
+
+
+def _read_locks_held() -> int:
+    from h5vc.durable import files
+
+    return sum(len(held) for threads in files._READING.values() for held in threads.values())
+
+
+def test_open_holds_no_read_lock_between_reads(tmp_path):
+    path = tmp_path / "f.h5"
+    with h5vc.open(path, "w") as vf, vf.stage_version("v0") as g:
+        g["x"] = np.arange(3)
+    with h5vc.open(path) as vf:
+        assert _read_locks_held() == 0
+        # a writer in another handle commits while the reader is open: noticed
+        with h5vc.open(path, "a") as writer, writer.stage_version("v1") as g:
+            g["x"][0] = 7
+        assert _read_locks_held() == 0
+        assert vf["v1"]["x"][:].tolist() == [7, 1, 2]
+        assert vf["v0"]["x"][:].tolist() == [0, 1, 2]
+    assert _read_locks_held() == 0
+
+
+def test_open_of_unversioned_file_releases_its_lock(tmp_path):
+    path = tmp_path / "plain.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = 1
+    with pytest.raises(h5vc.NotVersionedError), h5vc.open(path):
+        pass
+    assert _read_locks_held() == 0
+    with h5vc.open(path, "a") as vf, vf.stage_version("v0") as g:  # a writer gets in
+        g["y"] = np.arange(2)
+    with h5vc.open(path) as vf:
+        assert vf["v0"]["y"][:].tolist() == [0, 1]

@@ -227,6 +227,11 @@ class ReadLock:
             if not threads:
                 _READING.pop(self._identity, None)
 
+    @property
+    def held(self) -> bool:
+        """True inside a ``with`` block of this lock (between enter and exit)."""
+        return self._holder is not None
+
     def _suspend(self) -> None:
         """Let a writer of this thread in (the read resumes after its write)."""
         _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)

@@ -56,7 +56,9 @@ _OFFERED: dict[Any, ReadLock] = {}
 def offer(file: h5py.File, lock: ReadLock) -> None:
     """``file`` is a private handle (:func:`h5vc.remote.open_private`) opened while
     ``lock`` was held: the guard made for it next reads through it (not through a
-    second handle) as long as the file is as it was then, and owns ``lock``."""
+    second handle) as long as the file is as it was then, and owns ``lock``. A lock
+    still held when the guard is made is its first read's: the file cannot have
+    changed since the handle was opened, and it is not looked at again."""
     _OFFERED[file.id.fileno] = lock
 
 
@@ -126,6 +128,9 @@ class ReadGuard:
         self._close_file: Callable[[], None] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
+        #: The lock was handed over held (see :func:`offer`): the first read takes it
+        #: as it is, in the thread that holds it.
+        self._handed = adopt and lock.held
         self._local = threading.local()  # this thread's depth of reads, and if it holds
         self._mutex = threading.Lock()
         self._holders = 0  # threads of this process inside a read
@@ -165,9 +170,11 @@ class ReadGuard:
                 self._mutex.acquire()
             try:
                 if not self._holders:
-                    self._lock.__enter__()
+                    handed, self._handed = self._handed, False
+                    if not handed:
+                        self._lock.__enter__()
                     try:
-                        if self._adopt and self.root is None and not self._lock.changed:
+                        if self._adopt and self.root is None and (handed or not self._lock.changed):
                             self._adopted()
                         elif self._lock.changed or self.root is None:
                             self._open_again()
