@@ -129,3 +129,18 @@ def test_open_of_unversioned_file_releases_its_lock(tmp_path):
         g["y"] = np.arange(2)
     with h5vc.open(path) as vf:
         assert vf["v0"]["y"][:].tolist() == [0, 1]
+
+
+def test_h5py_handle_holds_no_read_lock_between_reads(tmp_path):
+    path = tmp_path / "f.h5"
+    with h5vc.open(path, "w") as vf, vf.stage_version("v0") as g:
+        g["x"] = np.arange(3)
+    with h5py.File(path, "r") as f:
+        vf = h5vc.VersionedHDF5File(f)
+        assert _read_locks_held() == 0
+        with h5vc.open(path, "a") as writer, writer.stage_version("v1") as g:
+            g["x"][1] = 9
+        assert vf["v1"]["x"][:].tolist() == [0, 9, 2]
+        assert vf.current_version == "v1"
+        assert _read_locks_held() == 0
+        vf.close()

@@ -94,9 +94,16 @@ def guard_for(root: h5py.Group) -> ReadGuard | None:
         lock = ReadLock(path)
     except OSError:  # HDF5 could open it, but not by name (permissions changed)
         return None
-    if not lock.works():
+    try:
+        works = lock.enter_if_works()
+    except BaseException:
+        lock.close()
+        raise
+    if not works:
         lock.close()
         return None  # a filesystem without byte-range locks: read as HDF5 does
+    # Handed over held: the guard's first read (which its state makes at once) opens
+    # the private handle under this lock session rather than a second one.
     return ReadGuard(path, root.name or "/", root, lock)
 
 
@@ -128,9 +135,9 @@ class ReadGuard:
         self._close_file: Callable[[], None] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
-        #: The lock was handed over held (see :func:`offer`): the first read takes it
-        #: as it is, in the thread that holds it.
-        self._handed = adopt and lock.held
+        #: The lock was handed over held (see :func:`offer`, :func:`guard_for`): the
+        #: first read, in the thread that holds it, takes it as it is.
+        self._handed = lock.held
         self._local = threading.local()  # this thread's depth of reads, and if it holds
         self._mutex = threading.Lock()
         self._holders = 0  # threads of this process inside a read
