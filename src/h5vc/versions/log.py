@@ -50,8 +50,17 @@ class VersionLog:
     sorted timestamp index up to date, so later lookups are a bisection.
     """
 
-    def __init__(self, versions_group: h5py.Group, version_data: h5py.Group | None = None):
+    def __init__(
+        self,
+        versions_group: h5py.Group,
+        version_data: h5py.Group | None = None,
+        *,
+        keep_opened: bool = False,
+    ):
+        """``keep_opened``: keep the group of the version last checked open for
+        :meth:`group` (a read-only file: no version group is deleted under it)."""
         self._group = versions_group
+        self._keep_opened = keep_opened
         self._version_data = version_data
         self._infos: dict[str, VersionInfo] = {}
         #: Names known to be committed whose metadata has not been read yet.
@@ -169,7 +178,7 @@ class VersionLog:
         if not committed:
             return False
         self._committed.add(name)
-        if opened is not None:
+        if opened is not None and self._keep_opened:
             self._opened = (name, opened)
         return True
 

@@ -150,7 +150,7 @@ class FileState:
                 f"{sorted(layout.READABLE_DATA_VERSIONS)}."
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
-        self.log = VersionLog(self.versions, self.version_data)
+        self.log = VersionLog(self.versions, self.version_data, keep_opened=not self.writable)
         #: Appends committed versions to the time index (keeps its columns open).
         self.time_index = timeindex.IndexAppender(self.version_data)
         self.refs = Refs(self.versions)
