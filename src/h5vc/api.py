@@ -228,7 +228,7 @@ class VersionedHDF5File:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
             where = f"The version group {state.versions.name}/{name}"
             with damaged(state.filename, where):
-                h5group = state.versions[name]
+                h5group = state.log.group(name)
             group = CommittedGroup(state, name, h5group, views=self._views)
             self._views[(name, "")] = group
         return group
@@ -644,20 +644,27 @@ def open(
 
 def _open_private(local: str) -> tuple[h5py.File, Any] | None:
     """The local file ``local`` opened read-only once, as h5vc's private handle
-    (:func:`h5vc.remote.open_private`) under the file's read lock: its read guard
-    reads through this handle until the file changes, instead of opening a second
-    one (:func:`h5vc.versions.reading.offer`). None where the file cannot be locked."""
+    (:func:`h5vc.remote.open_private`) under the file's read lock, which stays held
+    until its read guard's first read ends: the guard reads through this handle until
+    the file changes, instead of opening a second one, and takes the lock over
+    without looking at the file again (:func:`h5vc.versions.reading.offer`). None
+    where the file cannot be locked."""
     from h5vc.remote import open_private
     from h5vc.versions.reading import offer, withdraw
 
     lock = durable.ReadLock(local)
     try:
-        with lock:
-            file, close_file = open_private(local)
+        lock.__enter__()
     except OSError:
         lock.close()
         return None  # no byte-range locks here: opened as before
     except BaseException:
+        lock.close()
+        raise
+    try:
+        file, close_file = open_private(local)
+    except BaseException:
+        lock.__exit__(None, None, None)
         lock.close()
         raise
     offer(file, lock)
@@ -668,6 +675,8 @@ def _open_private(local: str) -> tuple[h5py.File, Any] | None:
             close_file()
         finally:
             if left is not None:
+                if left.held:
+                    left.__exit__(None, None, None)
                 left.close()
 
     return file, close

@@ -227,6 +227,11 @@ class ReadLock:
             if not threads:
                 _READING.pop(self._identity, None)
 
+    @property
+    def held(self) -> bool:
+        """True inside a ``with`` block of this lock (between enter and exit)."""
+        return self._holder is not None
+
     def _suspend(self) -> None:
         """Let a writer of this thread in (the read resumes after its write)."""
         _lock(self._fd, fcntl.F_UNLCK, byte=_APPLY_BYTE)
@@ -238,13 +243,21 @@ class ReadLock:
     def works(self) -> bool:
         """True if the file's filesystem takes byte-range locks (some network and
         FUSE filesystems refuse them)."""
+        if not self.enter_if_works():
+            return False
+        self.__exit__(None, None, None)
+        return True
+
+    def enter_if_works(self) -> bool:
+        """Enter the lock (as ``with``) and return True; False, nothing held, if the
+        file's filesystem refuses byte-range locks. The caller exits it."""
         try:
-            with self:
-                return True
+            self.__enter__()
         except OSError as err:
             if err.errno in (errno.ENOLCK, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
                 return False
             raise
+        return True
 
     def writer_waiting(self) -> bool:
         """True if a writer waits for the readers of the file to finish."""

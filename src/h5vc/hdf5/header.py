@@ -212,11 +212,15 @@ def _read_only(obj: h5py.HLObject, fileno: object) -> bool:
 def file_descriptor(file: h5py.File) -> int | None:
     """The OS file descriptor HDF5 reads ``file`` through, if it has one."""
     try:
+        # A local file opened by h5vc.remote.open_private, found by its file number
+        # first: HDF5 copies a Python driver's access list (tens of microseconds) to
+        # name the driver.
+        fd = stream_descriptor(file)
+        if fd is not None:
+            return fd
         # The driver's id, compared directly (h5py's File.driver builds a table per call).
         driver = file.id.get_access_plist().get_driver()
-        if driver == h5py.h5fd.fileobj_driver:
-            return stream_descriptor(file)  # a local file opened by h5vc.remote.open_private
-        if driver != h5py.h5fd.SEC2:
+        if driver != h5py.h5fd.SEC2:  # a Python stream h5vc did not open, or another driver
             return None
         handle = file.id.get_vfd_handle()
     except Exception:

@@ -112,10 +112,26 @@ def initialize(
         timeindex.write_index(root[layout.VERSION_DATA], [], {})
 
 
-def open_layout(root: h5py.Group) -> tuple[h5py.Group, h5py.Group]:
+_VERSION_DATA = layout.VERSION_DATA.encode()
+_VERSIONS = layout.VERSIONS.encode()
+
+
+def open_layout(root: h5py.Group, filename: str | None = None) -> tuple[h5py.Group, h5py.Group]:
     """``(version data group, versions group)`` of ``root``, which must be versioned
-    (a writable root is initialized before, see :func:`initialize`)."""
-    filename = root.file.filename
+    (a writable root is initialized before, see :func:`initialize`); ``filename`` is
+    the file's name if the caller knows it already."""
+    try:  # the usual case in two HDF5 calls; anything else is looked at below
+        version_data_id = h5py.h5o.open(root.id, _VERSION_DATA)
+        versions_id = h5py.h5o.open(version_data_id, _VERSIONS)
+    except Exception:
+        pass
+    else:
+        if isinstance(version_data_id, h5py.h5g.GroupID) and isinstance(
+            versions_id, h5py.h5g.GroupID
+        ):
+            return h5py.Group(version_data_id), h5py.Group(versions_id)
+    if filename is None:
+        filename = root.file.filename if not isinstance(root, h5py.File) else root.filename
     if layout.VERSION_DATA not in root:
         raise NotVersionedError(
             f"Expected a versioned HDF5 file or group with a {layout.VERSION_DATA!r} "

@@ -16,7 +16,7 @@ from h5vc.hdf5.damage import damaged
 from h5vc.store import layout, timeindex
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
-__all__ = ["VersionInfo", "VersionLog", "log_entry"]
+__all__ = ["VersionInfo", "VersionLog", "log_entry", "scalar_integer_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +50,40 @@ class VersionLog:
     sorted timestamp index up to date, so later lookups are a bisection.
     """
 
-    def __init__(self, versions_group: h5py.Group, version_data: h5py.Group | None = None):
+    def __init__(
+        self,
+        versions_group: h5py.Group,
+        version_data: h5py.Group | None = None,
+        *,
+        keep_opened: bool = False,
+    ):
+        """``keep_opened``: keep the group of the version last checked open for
+        :meth:`group` (a read-only file: no version group is deleted under it)."""
         self._group = versions_group
+        self._keep_opened = keep_opened
         self._version_data = version_data
         self._infos: dict[str, VersionInfo] = {}
         #: Names known to be committed whose metadata has not been read yet.
         self._committed: set[str] = set()
         self._by_time: list[tuple[np.datetime64, str]] | None = None
+        #: The group of the version last found committed by ``in``, opened to read
+        #: its marker: what :meth:`group` hands out next instead of opening it again.
+        self._opened: tuple[str, h5py.h5g.GroupID] | None = None
 
     def reload(self) -> None:
         """Forget what was read; the next listing reads the file again."""
         self._infos = {}
         self._committed = set()
         self._by_time = None
+        self._opened = None
+
+    def group(self, name: str) -> h5py.Group:
+        """The group of version ``name`` (checked with ``in`` first): the one opened to
+        read its commit marker when that was the last version checked."""
+        opened, self._opened = self._opened, None
+        if opened is not None and opened[0] == name and opened[1].valid:
+            return h5py.Group(opened[1])
+        return self._group[name]
 
     def _load_all(self) -> list[tuple[np.datetime64, str]]:
         if self._by_time is None:
@@ -123,6 +144,8 @@ class VersionLog:
 
     def remove(self, name: str) -> None:
         self._committed.discard(name)
+        if self._opened is not None and self._opened[0] == name:
+            self._opened = None
         info = self._infos.pop(name, None)
         if info is not None and self._by_time is not None:
             self._by_time.remove((info.timestamp, name))
@@ -137,13 +160,15 @@ class VersionLog:
             return False  # no version name holds "/" (a branch's may)
         gid = self._group.id
         key = name.encode()
+        opened = None
         try:
             if not gid.links.exists(key):
                 return False
-            committed = _committed_marker(gid, key)
+            committed, opened = _committed_marker(gid, key)
         except (KeyError, RuntimeError, OSError, TypeError, ValueError):
             committed = None  # linked but unreadable: the slow path says why
         if committed is None:
+            opened = None
             filename = str(self._group.file.filename)
             with damaged(filename, f"Version group {self._group.name}/{name}"):
                 group = self._group[name]  # linked but unreadable: damage, not absence
@@ -153,6 +178,8 @@ class VersionLog:
         if not committed:
             return False
         self._committed.add(name)
+        if opened is not None and self._keep_opened:
+            self._opened = (name, opened)
         return True
 
     def __len__(self) -> int:
@@ -244,22 +271,39 @@ class VersionLog:
 _COMMITTED = layout.ATTR_COMMITTED.encode()
 
 
-def _committed_marker(versions: h5py.h5g.GroupID, name: bytes) -> bool | None:
+def _committed_marker(
+    versions: h5py.h5g.GroupID, name: bytes
+) -> tuple[bool | None, h5py.h5g.GroupID | None]:
     """Whether the group ``name`` of ``versions`` carries a true commit marker, read
-    with HDF5's low-level calls (a third of the cost of h5py's group and attribute
-    objects, paid once per version a file opens); None if ``name`` is no group or
-    its marker is not a scalar."""
+    with HDF5's low-level calls (a fraction of the cost of h5py's group and attribute
+    objects, paid once per version a file opens), and the group; None if ``name`` is
+    no group or its marker is not a scalar integer (or h5py's boolean enum)."""
     obj = h5py.h5o.open(versions, name)
     if not isinstance(obj, h5py.h5g.GroupID):
-        return None
+        return None, None
     if not h5py.h5a.exists(obj, _COMMITTED):
-        return False
-    attr = h5py.h5a.open(obj, _COMMITTED)
-    if attr.shape != () or attr.dtype.kind not in "biu":
+        return False, obj
+    raw = scalar_integer_bytes(h5py.h5a.open(obj, _COMMITTED))
+    return (None if raw is None else bool(raw.any())), obj
+
+
+#: HDF5 type classes of markers and counts read by :func:`scalar_integer_bytes`.
+_INTEGER_CLASSES = frozenset({h5py.h5t.INTEGER, h5py.h5t.ENUM})
+
+
+def scalar_integer_bytes(attr: h5py.h5a.AttrID) -> np.ndarray | None:
+    """The bytes of the scalar integer (or enum of integers) attribute ``attr`` as
+    stored, without making its numpy dtype (which costs more than the read): a value
+    is zero exactly when all its bytes are. None for any other kind of attribute."""
+    tid = attr.get_type()
+    if (
+        tid.get_class() not in _INTEGER_CLASSES
+        or attr.get_space().get_simple_extent_type() != h5py.h5s.SCALAR
+    ):
         return None
-    value = np.empty((), dtype=attr.dtype)
-    attr.read(value)
-    return bool(value)
+    raw = np.zeros(tid.get_size(), dtype=np.uint8)
+    attr.read(raw, mtype=tid)
+    return raw
 
 
 def log_entry(info: VersionInfo) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from h5vc.remote import open_private, stream_descriptor
 if TYPE_CHECKING:
     from h5vc.versions.state import FileState
 
-__all__ = ["ReadGuard", "guard_for", "offer", "reads", "withdraw"]
+__all__ = ["ReadGuard", "file_of", "guard_for", "offer", "reads", "withdraw"]
 
 #: HDF5 drivers of handles whose file h5vc can lock and open again by name.
 _LOCAL_DRIVERS = frozenset({"sec2", "stdio", "direct"})
@@ -56,7 +56,9 @@ _OFFERED: dict[Any, ReadLock] = {}
 def offer(file: h5py.File, lock: ReadLock) -> None:
     """``file`` is a private handle (:func:`h5vc.remote.open_private`) opened while
     ``lock`` was held: the guard made for it next reads through it (not through a
-    second handle) as long as the file is as it was then, and owns ``lock``."""
+    second handle) as long as the file is as it was then, and owns ``lock``. A lock
+    still held when the guard is made is its first read's: the file cannot have
+    changed since the handle was opened, and it is not looked at again."""
     _OFFERED[file.id.fileno] = lock
 
 
@@ -68,10 +70,16 @@ def withdraw(file: h5py.File) -> ReadLock | None:
         return None
 
 
+def file_of(obj: h5py.HLObject) -> h5py.File:
+    """The file of ``obj``: ``obj`` itself when it is one (h5py makes a new File
+    object, at some cost, on every access to ``.file``)."""
+    return obj if isinstance(obj, h5py.File) else obj.file
+
+
 def guard_for(root: h5py.Group) -> ReadGuard | None:
     """A guard for the read-only root ``root`` of a local file, or None where the
     file cannot be locked or opened again by name (a URL, a caller's file object)."""
-    file = root.file
+    file = file_of(root)
     if file.mode != "r":
         return None
     offered = withdraw(file)
@@ -86,9 +94,16 @@ def guard_for(root: h5py.Group) -> ReadGuard | None:
         lock = ReadLock(path)
     except OSError:  # HDF5 could open it, but not by name (permissions changed)
         return None
-    if not lock.works():
+    try:
+        works = lock.enter_if_works()
+    except BaseException:
+        lock.close()
+        raise
+    if not works:
         lock.close()
         return None  # a filesystem without byte-range locks: read as HDF5 does
+    # Handed over held: the guard's first read (which its state makes at once) opens
+    # the private handle under this lock session rather than a second one.
     return ReadGuard(path, root.name or "/", root, lock)
 
 
@@ -120,6 +135,9 @@ class ReadGuard:
         self._close_file: Callable[[], None] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
+        #: The lock was handed over held (see :func:`offer`, :func:`guard_for`): the
+        #: first read, in the thread that holds it, takes it as it is.
+        self._handed = lock.held
         self._local = threading.local()  # this thread's depth of reads, and if it holds
         self._mutex = threading.Lock()
         self._holders = 0  # threads of this process inside a read
@@ -159,9 +177,11 @@ class ReadGuard:
                 self._mutex.acquire()
             try:
                 if not self._holders:
-                    self._lock.__enter__()
+                    handed, self._handed = self._handed, False
+                    if not handed:
+                        self._lock.__enter__()
                     try:
-                        if self._adopt and self.root is None and not self._lock.changed:
+                        if self._adopt and self.root is None and (handed or not self._lock.changed):
                             self._adopted()
                         elif self._lock.changed or self.root is None:
                             self._open_again()
@@ -215,7 +235,7 @@ class ReadGuard:
         reloaded from it, the old handle closed."""
         file, close = open_private(self.path)
         try:
-            root = file[self.root_name]
+            root = file if self.root_name == "/" else file[self.root_name]
             state = None if self._state is None else self._state()
             if state is not None and self._reload is not None:
                 self._reload(state, root)

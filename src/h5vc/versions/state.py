@@ -44,7 +44,7 @@ from h5vc.hdf5.damage import damaged
 from h5vc.store import layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
-from h5vc.versions.reading import guard_for
+from h5vc.versions.reading import file_of, guard_for
 from h5vc.versions.refs import Refs
 from h5vc.versions.stores import ChunkStores
 from h5vc.versions.timestamps import attr_str, format_timestamp, now
@@ -130,27 +130,27 @@ class FileState:
         self.root = root
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
-        file = root.file
+        file = file_of(root)
         self.filename = str(file.filename)
         self.writable = file.mode == "r+"
         if self.writable:
             durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
-            if layout.VERSION_DATA not in root and self.writable:
+            if self.writable and layout.VERSION_DATA not in root:
                 tree.initialize(
                     root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC
                 )
-            self.version_data, self.versions = tree.open_layout(root)
-            self.data_version = int(self.versions.attrs.get(layout.ATTR_DATA_VERSION, 1))
+            self.version_data, self.versions = tree.open_layout(root, self.filename)
+            self.data_version = _data_version(self.versions)
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
-                f"{root.file.filename!r} has data_version {self.data_version}; this "
+                f"{self.filename!r} has data_version {self.data_version}; this "
                 f"version of h5vc reads data_version "
                 f"{sorted(layout.READABLE_DATA_VERSIONS)}."
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
-        self.log = VersionLog(self.versions, self.version_data)
+        self.log = VersionLog(self.versions, self.version_data, keep_opened=not self.writable)
         #: Appends committed versions to the time index (keeps its columns open).
         self.time_index = timeindex.IndexAppender(self.version_data)
         self.refs = Refs(self.versions)
@@ -367,8 +367,29 @@ def _needs_repair(data_version: int) -> bool:
     return data_version in legacy.LEGACY_DATA_VERSIONS
 
 
+_DATA_VERSION = layout.ATTR_DATA_VERSION.encode()
+
+
+def _data_version(versions: h5py.Group) -> int:
+    """The ``data_version`` attribute of ``versions`` (1 when it has none), read with
+    HDF5's calls when it is a scalar integer (h5py's attribute objects cost several
+    times more), else through h5py."""
+    try:
+        attr = h5py.h5a.open(versions.id, _DATA_VERSION)
+    except KeyError:
+        return 1
+    if (
+        attr.get_type().get_class() == h5py.h5t.INTEGER
+        and attr.get_space().get_simple_extent_type() == h5py.h5s.SCALAR
+    ):
+        value = np.zeros((), dtype=np.int64)
+        attr.read(value, mtype=h5py.h5t.NATIVE_INT64)
+        return int(value)
+    return int(versions.attrs[layout.ATTR_DATA_VERSION])
+
+
 def _state_key(root: h5py.Group) -> tuple[Any, str, str]:
-    file = root.file  # h5py makes a File object on every access to ``.file``
+    file = file_of(root)
     return (file.id.fileno, root.name or "/", file.mode)
 
 

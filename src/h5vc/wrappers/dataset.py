@@ -43,7 +43,7 @@ from h5vc.store.reading import (
     staged_array,
 )
 from h5vc.versions import FileState
-from h5vc.versions.reading import reads
+from h5vc.versions.reading import file_of, reads
 from h5vc.wrappers.attrs import CommittedAttributes, StagedAttributes
 
 if TYPE_CHECKING:  # the staging engine and the commit writer load on the first write
@@ -560,7 +560,7 @@ def file_view(state: FileState) -> tuple[FileView, str] | None:
         return None if view is None else (view, cached[3])
     if cached is not None and cached[2] is not None:
         cached[2].close()
-    view = FileView.of(root.file, state.filename)
+    view = FileView.of(file_of(root), state.filename)
     versions = state.versions.name or ""
     _VIEWS[state] = (id(root), state.generation, view, versions)
     return None if view is None else (view, versions)
