@@ -10,7 +10,7 @@ wraps the places where h5vc opens the objects of its layout and raises one
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -64,13 +64,19 @@ def is_damage(error: BaseException) -> bool:
 
 
 @contextmanager
-def damaged(filename: str, what: str) -> Iterator[None]:
-    """Raise :class:`CorruptDataError` naming ``what`` in ``filename`` for damage."""
+def damaged(filename: str | Callable[[], str], what: str | Callable[[], str]) -> Iterator[None]:
+    """Raise :class:`CorruptDataError` naming ``what`` in ``filename`` for damage
+    (either given as a function, called only then: names HDF5 is asked for cost a
+    call on every read that goes well)."""
     try:
         yield
     except (KeyError, RuntimeError, OSError, AttributeError, ValueError) as error:
         if not is_damage(error):
             raise
+        if callable(filename):
+            filename = filename()
+        if callable(what):
+            what = what()
         raise CorruptDataError(
             f"{what} in {filename!r} is damaged and cannot be read: {error}. "
             f"Run h5vc.verify on the file; restore it from a copy if it was written."

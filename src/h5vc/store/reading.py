@@ -94,8 +94,14 @@ class RawDataSlab:
     def shape(self) -> tuple[int, ...]:
         return tuple(self.dataset.shape)
 
+    def _filename(self) -> str:
+        return str(self.dataset.file.filename)
+
+    def _chunk_of(self) -> str:
+        return f"A chunk of {self.dataset.name}"
+
     def __getitem__(self, index: Any) -> Any:
-        with damaged(str(self.dataset.file.filename), f"A chunk of {self.dataset.name}"):
+        with damaged(self._filename, self._chunk_of):
             return self.dataset[index]
 
     def __len__(self) -> int:
@@ -158,7 +164,7 @@ class RawDataSlab:
         select_memory = memory_space.select_hyperslab
         src_stride = tuple(src_step)
         dst_stride = tuple(dst_step)
-        with damaged(str(self.dataset.file.filename), f"A chunk of {self.dataset.name}"):
+        with damaged(self._filename, self._chunk_of):
             for src_row, dst_row, counts_row in zip(src_starts, dst_starts, counts):
                 count = tuple(counts_row)
                 select_file(tuple(src_row), count, src_stride)
