@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import h5py
 
-__all__ = ["OPEN_LOADED", "loaded_hdf5", "lookup3"]
+__all__ = ["OPEN_LOADED", "hdf5_library", "loaded_hdf5", "lookup3"]
 
 #: dlopen flags: only a library already loaded (where the flag exists).
 OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
@@ -47,17 +47,29 @@ def loaded_hdf5() -> pathlib.Path | None:
 
 
 @functools.cache
-def lookup3() -> Callable[[bytes], int] | None:
-    """HDF5's ``H5_checksum_lookup3(data, length, 0)`` as a function of bytes, or None
-    where the library or the symbol cannot be found (or gives a wrong answer on a
-    known input)."""
+def hdf5_library() -> ctypes.CDLL | None:
+    """The HDF5 library h5py runs on, opened only if already loaded (its functions are
+    looked up on it), or None where it cannot be found."""
     path = loaded_hdf5()
     if path is None:
         return None
     try:
-        library = ctypes.CDLL(str(path), mode=OPEN_LOADED)
+        return ctypes.CDLL(str(path), mode=OPEN_LOADED)
+    except OSError:
+        return None
+
+
+@functools.cache
+def lookup3() -> Callable[[bytes], int] | None:
+    """HDF5's ``H5_checksum_lookup3(data, length, 0)`` as a function of bytes, or None
+    where the library or the symbol cannot be found (or gives a wrong answer on a
+    known input)."""
+    library = hdf5_library()
+    if library is None:
+        return None
+    try:
         function = library.H5_checksum_lookup3
-    except (OSError, AttributeError):
+    except AttributeError:
         return None
     # It reads the bytes only: a bytes object is passed as a pointer to its buffer.
     function.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_uint32]

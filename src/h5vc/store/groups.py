@@ -33,8 +33,7 @@ from collections.abc import Callable, Iterator
 
 import h5py
 
-from h5vc.hdf5.clib import OPEN_LOADED as _OPEN_LOADED
-from h5vc.hdf5.clib import loaded_hdf5 as _loaded_hdf5
+from h5vc.hdf5.clib import hdf5_library
 
 __all__ = ["COMPACT_LINKS", "compact_chunk_index", "new_group", "require_groups"]
 
@@ -111,11 +110,12 @@ def _bounds_call() -> Callable[[int, int, int], bool] | None:
     None where that library cannot be found."""
     if _group_calls() is None:  # not h5py's own library
         return None
-    path = _loaded_hdf5()
+    library = hdf5_library()
+    if library is None:
+        return None
     try:
         from h5py._objects import phil
 
-        library = ctypes.CDLL(str(path), mode=_OPEN_LOADED)
         bounds = library.H5Fset_libver_bounds
     except (ImportError, OSError, AttributeError):
         return None
@@ -146,14 +146,13 @@ def _group_creation() -> h5py.h5p.PropGCID | None:
 def _group_calls() -> Callable[[int], bool] | None:
     """What makes a group creation list new-style with compact links (True when
     done), through the HDF5 library h5py runs on; None when it cannot be found."""
-    path = _loaded_hdf5()
-    if path is None:
+    library = hdf5_library()
+    if library is None:
         return None
     try:
         # h5py's lock around every call into HDF5 (its library is not thread-safe).
         from h5py._objects import phil
 
-        library = ctypes.CDLL(str(path), mode=_OPEN_LOADED)
         phase = library.H5Pset_link_phase_change
         fletcher = library.H5Pset_fletcher32
         version = library.H5get_libversion
