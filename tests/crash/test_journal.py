@@ -197,6 +197,32 @@ def test_a_truncation_to_the_current_end_begins_no_epoch(tmp_path: Path) -> None
     handle.close()
 
 
+def test_creating_empties_a_file_only_when_it_holds_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing file is emptied; an empty one is not truncated (ext4 writes a file
+    truncated to 0 back at close, whatever was written to it afterwards)."""
+    path = tmp_path / "data.h5"
+    path.write_bytes(b"old" * 1000)
+    truncations: list[int] = []
+    real = os.ftruncate
+    monkeypatch.setattr(os, "ftruncate", lambda fd, n: (truncations.append(n), real(fd, n))[1])
+
+    def create(target: Path) -> None:
+        handle = JournaledFile(target, create=True, durable=False)
+        handle.commit()  # else the next open rolls the new file back (to empty)
+        handle.close()
+
+    create(path)
+    assert path.stat().st_size == 0
+    assert truncations == [0]
+    truncations.clear()
+    create(path)
+    create(tmp_path / "new.h5")
+    assert truncations == []
+    assert (tmp_path / "new.h5").stat().st_size == 0
+
+
 def test_a_commit_syncs_the_disk_three_times(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
