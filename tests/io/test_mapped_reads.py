@@ -5,6 +5,7 @@ is reported, not mapped."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import h5py
@@ -133,3 +134,44 @@ def test_the_datasets_of_a_file_share_its_map(tmp_path: Path) -> None:
         maps = {id(reader._map) for reader in readers() if reader._map is not None}
         assert len(maps) == 1
         assert len(readers()) >= 2
+
+
+def test_a_file_cut_by_another_program_after_mapping_raises(tmp_path: Path) -> None:
+    """Another program cuts the file while a reader has it mapped: the next read of the
+    cut bytes raises (positioned reads report them missing) instead of killing the
+    process with SIGBUS. Run in a forked child, whose death the parent sees."""
+    path = tmp_path / "f.h5"
+    write_versions(path, (8, 10))
+    with h5py.File(path, "r") as f:
+        raw_data = f["_version_data/x/raw_data"]
+        reader = fastread.fast_reader(raw_data)
+        assert reader is not None and reader.mappable
+        table = reader._table()
+        assert table is not None
+        last = int(np.argmax(table.offsets))
+        start, size = int(table.offsets[last]), int(table.sizes[last])
+        cut = (start // 4096) * 4096  # the last chunk's first page and after: gone
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the read after the cut raised
+        code = 3
+        try:
+            with h5py.File(path, "r") as f:
+                raw_data = f["_version_data/x/raw_data"]
+                reader = fastread.fast_reader(raw_data)
+                assert reader is not None and reader._table() is not None
+                assert reader._mapped(start + size) is not None
+                os.truncate(path, cut)  # what another program does meanwhile
+                rows = size // reader.row_bytes
+                # Part of each row: copied from the map (whole rows are read with
+                # positioned reads straight into the result).
+                destination = np.empty((rows, 3), dtype=reader.dtype)
+                try:
+                    reader.read(destination, [[last * reader.chunks[0], 2]], [[0, 0]], [[rows, 3]])
+                    code = 1  # read bytes that are not there
+                except OSError:
+                    code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the reader died of signal {os.WTERMSIG(status)}"
+    assert os.WEXITSTATUS(status) == 0

@@ -152,19 +152,28 @@ class FastReader:
         once; positioned reads copy them into a buffer first (a sixth of a full read's
         CPU time for 100x100 chunks). Only files opened read-only are mapped: their
         committed bytes change only under the write lock their readers wait for (and a
-        changed file is opened anew), so the mapped bytes never shrink under a read.
+        changed file is opened anew), so the mapped bytes never shrink under a read
+        made by h5vc; the file's size is checked before each read against other programs.
         The readers of one file share its map (:data:`_MAPS`)."""
+        if not self.mappable:
+            return None
+        try:
+            # Checked before every use of the map: a file another program cut while
+            # mapped would kill this process (SIGBUS) at its missing pages instead of
+            # raising; a file too short is read by positioned reads, which report the
+            # missing bytes.
+            status = os.fstat(self.fd)
+        except OSError:
+            self.mappable = False
+            return None
+        if status.st_size < end:
+            return None
         mapped = self._map
         if mapped is not None and len(mapped) >= end:
             return mapped
-        if not self.mappable:
-            return None
         import mmap
 
         try:
-            status = os.fstat(self.fd)
-            if status.st_size < end:
-                return None
             key = (status.st_dev, status.st_ino, self.fd)
             mapped = _MAPS.get(key)
             if mapped is None or len(mapped) < end:
