@@ -27,6 +27,8 @@ __all__ = [
     "chunk_hash",
     "fill_chunk_hash",
     "hash_in_batches",
+    "hash_soon",
+    "PendingDigests",
     "fill_item",
     "may_be_fill",
     "prefetch",
@@ -113,6 +115,59 @@ def hash_in_batches(
         return
     batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
     yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches, ahead)
+
+
+class PendingDigests:
+    """Digests of chunks being hashed on background threads (:func:`hash_soon`)."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self, futures: list[Future[bytes]]):
+        self._futures = futures
+
+    def result(self) -> list[bytes]:
+        """The digests, in the order of the chunks, once all are computed."""
+        try:
+            return [future.result() for future in self._futures]
+        except BaseException:
+            self.cancel()
+            raise
+
+    def cancel(self) -> None:
+        """Drop the hashes not started yet (those running finish unseen)."""
+        for future in self._futures:
+            future.cancel()
+
+
+def hash_soon(chunks: Sequence[np.ndarray]) -> PendingDigests:
+    """Start hashing ``chunks`` on background threads, one task per chunk, so that
+    several chunks hash on several cores.  The chunks must not change until the
+    digests are in.
+
+    Lets a caller do the work that needs no digest while the chunks are hashed
+    (hashlib releases the GIL while it hashes)."""
+    import threading
+
+    pool = _pool()
+    futures = []
+    for chunk in chunks:
+        started = threading.Event()
+        futures.append(pool.submit(_hash_started, chunk, started))
+        # A thread needs the GIL to start, and the caller holds it through HDF5's calls:
+        # left alone, a hash would start only when the interpreter hands the GIL over
+        # (every 5 ms).  Waiting for it to start lets it go as soon as it is in hashlib.
+        started.wait(_START_WAIT_S)
+    return PendingDigests(futures)
+
+
+#: How long :func:`hash_soon` waits at most for a thread to start each hash (the pool
+#: may be busy: the hash then starts later).
+_START_WAIT_S = 0.002
+
+
+def _hash_started(chunk: np.ndarray, started: Any) -> bytes:
+    started.set()
+    return chunk_hash(chunk)
 
 
 #: Hashes of all-fill chunks by (shape, dtype, fill value's bytes): every commit asks

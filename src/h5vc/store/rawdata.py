@@ -405,13 +405,46 @@ class RawDataStore:
         the next is hashed on another thread.  Hash-table rows, then the row
         count, are written after all the chunks.
         """
-        slots = np.empty(len(chunks), dtype=np.int64)
+        batches = hash_in_batches(chunks, ahead=codecs.workers())
+        return self._place_batches(batches, len(chunks), fillvalue, skip_fill)
+
+    def place_chunks(
+        self,
+        chunks: Sequence[np.ndarray],
+        digests: list[bytes],
+        *,
+        fillvalue: Any = None,
+        skip_fill: bool = True,
+    ) -> np.ndarray:
+        """:meth:`store_chunks` for chunks hashed already (``digests[i]`` is
+        :func:`~h5vc.hashing.chunk_hash` of ``chunks[i]``): the same slots, written the
+        same way, in one batch."""
+        if len(digests) != len(chunks):
+            raise ValueError(f"Expected {len(chunks)} digests. Got {len(digests)}.")
+        batches = iter([(chunks, digests)] if len(chunks) else [])
+        return self._place_batches(batches, len(chunks), fillvalue, skip_fill)
+
+    def predicted_slots(self, count: int, after: int = 0) -> np.ndarray:
+        """The slots :meth:`store_chunks` gives ``count`` chunks when none of them is
+        stored already, equal to another or all fill value, and ``after`` new chunks
+        went before them: the next free slots, in order."""
+        return np.arange(count, dtype=np.int64) + (self.first_free_slot + after)
+
+    def _place_batches(
+        self,
+        batches: Iterator[tuple[Sequence[np.ndarray], list[bytes]]],
+        count: int,
+        fillvalue: Any,
+        skip_fill: bool,
+    ) -> np.ndarray:
+        """Deduplicate and write hashed ``batches`` of ``count`` chunks in all."""
+        slots = np.empty(count, dtype=np.int64)
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
         self.recent = {}
         self._keep_recent = self._lossless()
         try:
-            for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
+            for batch, digests in batches:
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
                 offset += len(batch)
             writer.finish()
