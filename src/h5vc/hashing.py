@@ -122,16 +122,24 @@ class PendingDigests:
 
     __slots__ = ("_futures",)
 
-    def __init__(self, futures: list[Future[bytes]]):
+    def __init__(self, futures: list[Future[tuple[bytes, np.ndarray | None]]]):
         self._futures = futures
 
-    def result(self) -> list[bytes]:
-        """The digests, in the order of the chunks, once all are computed."""
+    def _results(self) -> list[tuple[bytes, np.ndarray | None]]:
         try:
             return [future.result() for future in self._futures]
         except BaseException:
             self.cancel()
             raise
+
+    def result(self) -> list[bytes]:
+        """The digests, in the order of the chunks, once all are computed."""
+        return [digest for digest, _ in self._results()]
+
+    def copies(self) -> list[np.ndarray] | None:
+        """The C-contiguous copies of the chunks hashed (None unless asked for)."""
+        copies = [copy for _, copy in self._results() if copy is not None]
+        return copies if len(copies) == len(self._futures) else None
 
     def cancel(self) -> None:
         """Drop the hashes not started yet (those running finish unseen)."""
@@ -139,35 +147,45 @@ class PendingDigests:
             future.cancel()
 
 
-def hash_soon(chunks: Sequence[np.ndarray]) -> PendingDigests:
+def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDigests:
     """Start hashing ``chunks`` on background threads, one task per chunk, so that
-    several chunks hash on several cores.  The chunks must not change until the
-    digests are in.
+    several chunks hash on several cores; with ``copy``, each is first copied (C order)
+    there and its copy hashed.  The chunks must not change until the digests are in.
 
     Lets a caller do the work that needs no digest while the chunks are hashed
-    (hashlib releases the GIL while it hashes)."""
+    (hashlib and numpy's copies release the GIL)."""
     import threading
+    import time
 
     pool = _pool()
     futures = []
+    events = []
     for chunk in chunks:
         started = threading.Event()
-        futures.append(pool.submit(_hash_started, chunk, started))
-        # A thread needs the GIL to start, and the caller holds it through HDF5's calls:
-        # left alone, a hash would start only when the interpreter hands the GIL over
-        # (every 5 ms).  Waiting for it to start lets it go as soon as it is in hashlib.
-        started.wait(_START_WAIT_S)
+        futures.append(pool.submit(_hash_started, chunk, started, copy))
+        events.append(started)
+    # A thread needs the GIL to start, and the caller holds it through HDF5's calls:
+    # left alone, a hash would start only when the interpreter hands the GIL over (every
+    # 5 ms).  Waiting for the hashes to start lets them go as soon as they are in
+    # hashlib; not for long, though: with no idle core a thread starts late anyway.
+    deadline = time.monotonic() + _START_WAIT_S
+    for started in events:
+        left = deadline - time.monotonic()
+        if left <= 0 or not started.wait(left):
+            break
     return PendingDigests(futures)
 
 
-#: How long :func:`hash_soon` waits at most for a thread to start each hash (the pool
-#: may be busy: the hash then starts later).
-_START_WAIT_S = 0.002
+#: How long :func:`hash_soon` waits at most for its threads to start hashing.
+_START_WAIT_S = 0.0005
 
 
-def _hash_started(chunk: np.ndarray, started: Any) -> bytes:
+def _hash_started(chunk: np.ndarray, started: Any, copy: bool) -> tuple[bytes, np.ndarray | None]:
     started.set()
-    return chunk_hash(chunk)
+    if copy:
+        chunk = np.array(chunk, order="C")
+        return chunk_hash(chunk), chunk
+    return chunk_hash(chunk), None
 
 
 #: Hashes of all-fill chunks by (shape, dtype, fill value's bytes): every commit asks

@@ -34,9 +34,9 @@ def early_hashes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     counted: list[int] = []
     soon = hashing.hash_soon
 
-    def counting(chunks):  # type: ignore[no-untyped-def]
+    def counting(chunks, **kwargs):  # type: ignore[no-untyped-def]
         counted.append(len(chunks))
-        return soon(chunks)
+        return soon(chunks, **kwargs)
 
     monkeypatch.setattr(commit, "hash_soon", counting)
     return counted
@@ -290,3 +290,35 @@ def test_failed_early_commit_leaves_earlier_versions(
     with h5py.File(path, "r") as f:
         store = RawDataStore(f["_version_data/x"])
         assert store.n_rows == len(store.index) == 12  # v0's ten, v1's and v2's one each
+
+
+def test_early_commit_keeps_the_chunks_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, early_hashes: list[int]
+) -> None:
+    """The chunks a commit wrote stay in memory for the next one, the same ones either
+    way (the early path keeps the copies it hashed); the next commit reads them."""
+    from h5vc.versions.state import resolve_state
+
+    kept = {}
+    for on in (True, False):
+        _early(monkeypatch, on)
+        rng = np.random.default_rng(2)
+        x = rng.random(LENGTH)
+        with h5vc.open(str(tmp_path / f"recent-{on}.h5"), "w") as vf:
+            with vf.stage_version("v0") as g:
+                g.create_dataset("x", data=x, chunks=(C0,))
+            with vf.stage_version("v1") as g:
+                g["x"][:C0] = x[:C0]  # stored already: not written
+                g["x"][3 * C0 : 5 * C0] = 2.0  # two equal chunks: one written
+                g["x"][6 * C0] = -1.0
+            store = resolve_state(vf).stores.get("x")
+            assert store is not None
+            kept[on] = {slot: chunk.tolist() for slot, chunk in store.recent.items()}
+            with vf.stage_version("v2") as g:  # staged over the kept chunks
+                g["x"][6 * C0 + 1] = -2.0
+            x[3 * C0 : 5 * C0] = 2.0
+            x[6 * C0 : 6 * C0 + 2] = [-1.0, -2.0]
+            np.testing.assert_array_equal(vf["v2"]["x"][()], x)
+    assert kept[True] == kept[False]
+    assert sorted(kept[True]) == [10, 11]
+    assert early_hashes

@@ -392,8 +392,13 @@ class _VersionWriter:
     def _place(self, entry: _Deferred) -> None:
         store, changes, spec = entry.store, entry.changes, entry.spec
         assert changes.digests is not None
+        digests = changes.digests.result()
+        # The chunks were copied where they were hashed: the store keeps those copies
+        # for the next commit instead of copying the chunks again here.
+        copies = changes.digests.copies()
+        chunks = changes.chunks if copies is None else copies
         slots = store.place_chunks(
-            changes.chunks, changes.digests.result(), fillvalue=spec.fillvalue
+            chunks, digests, fillvalue=spec.fillvalue, owned=copies is not None
         )
         if np.array_equal(slots, entry.predicted):
             self.state.chunk_maps.remember(self.version, spec.path, entry.dataset, entry.chunk_map)
@@ -424,7 +429,7 @@ def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
             total += nbytes
     if total >= EARLY_HASH_MIN_BYTES:
         for changes in eligible:
-            changes.digests = hash_soon(changes.chunks)
+            changes.digests = hash_soon(changes.chunks, copy=True)
     return found
 
 
