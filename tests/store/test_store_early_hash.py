@@ -322,3 +322,25 @@ def test_early_commit_keeps_the_chunks_it_wrote(
     assert kept[True] == kept[False]
     assert sorted(kept[True]) == [10, 11]
     assert early_hashes
+
+
+def test_many_changed_bytes_are_hashed_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, early_hashes: list[int]
+) -> None:
+    """A commit changing more than EARLY_HASH_MAX_BYTES goes the serial way (hashed in
+    batches as the chunks are written); one within it is hashed early."""
+    monkeypatch.setattr(commit, "EARLY_HASH_MAX_BYTES", 2 << 20)
+    rng = np.random.default_rng(4)
+    x = rng.random(4 * 131072)
+    with h5vc.open(str(tmp_path / "many.h5"), "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=x, chunks=(131072,))
+        with vf.stage_version("v1") as g:
+            g["x"][::1000] = 1.0  # every chunk: 4 MiB
+        assert early_hashes == []
+        with vf.stage_version("v2") as g:
+            g["x"][131072 - 1 : 131072 + 1] = 2.0  # two chunks, 2 MiB
+        assert early_hashes == [2]
+        x[::1000] = 1.0
+        x[131072 - 1 : 131072 + 1] = 2.0
+        np.testing.assert_array_equal(vf["v2"]["x"][()], x)

@@ -35,6 +35,7 @@ from h5vc.store import (
     read_attributes,
     tree,
 )
+from h5vc.store.recent import RECENT_CHUNK_BYTES
 from h5vc.versions.log import VersionInfo, log_entry
 from h5vc.versions.state import FileState
 from h5vc.versions.timestamps import format_timestamp, now
@@ -243,8 +244,8 @@ EARLY_HASH_MIN_BYTES = 256 * 1024
 #: ... each of at least this many (smaller ones are hashed faster than a thread is
 #: handed one) ...
 EARLY_HASH_MIN_CHUNK_BYTES = 64 * 1024
-#: ... and a dataset's at most this many (more are hashed in batches as they are
-#: written: see :meth:`~h5vc.store.rawdata.RawDataStore.store_chunks`).
+#: ... and at most this many in all (more are hashed in batches as they are written:
+#: see :meth:`~h5vc.store.rawdata.RawDataStore.store_chunks`).
 EARLY_HASH_MAX_BYTES = HASH_BATCH_BYTES
 
 
@@ -412,8 +413,10 @@ class _VersionWriter:
 
 def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
     """The staged chunks of every dataset ``root`` writes, by ``id`` of its
-    DatasetCommit; those of datasets of few large chunks are being hashed when they
-    hold :data:`EARLY_HASH_MIN_BYTES` in all."""
+    DatasetCommit; those of datasets of large chunks are being hashed when they hold
+    from :data:`EARLY_HASH_MIN_BYTES` to :data:`EARLY_HASH_MAX_BYTES` in all (copied
+    first where the store keeps them for the next commit: see
+    :meth:`~h5vc.store.rawdata.RawDataStore.place_chunks`)."""
     found: dict[int, _Changes] = {}
     eligible: list[_Changes] = []
     total = 0
@@ -424,12 +427,13 @@ def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
             continue
         chunk_bytes = math.prod(spec.chunks) * np.dtype(spec.dtype).itemsize
         nbytes = sum(chunk.nbytes for chunk in changes.chunks)
-        if chunk_bytes >= EARLY_HASH_MIN_CHUNK_BYTES and nbytes <= EARLY_HASH_MAX_BYTES:
+        if chunk_bytes >= EARLY_HASH_MIN_CHUNK_BYTES:
             eligible.append(changes)
             total += nbytes
-    if total >= EARLY_HASH_MIN_BYTES:
+    if EARLY_HASH_MIN_BYTES <= total <= EARLY_HASH_MAX_BYTES:
         for changes in eligible:
-            changes.digests = hash_soon(changes.chunks, copy=True)
+            nbytes = sum(chunk.nbytes for chunk in changes.chunks)
+            changes.digests = hash_soon(changes.chunks, copy=nbytes <= RECENT_CHUNK_BYTES)
     return found
 
 
