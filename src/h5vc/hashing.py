@@ -13,6 +13,7 @@ element (see :func:`_object_bytes`).
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,6 +44,7 @@ R = TypeVar("R")
 #: the current one.
 HASH_BATCH_BYTES = config.HASH_BATCH_BYTES
 _POOL: ThreadPoolExecutor | None = None
+_POOL_PID = 0
 
 
 def _object_bytes(chunk: np.ndarray) -> bytes:
@@ -74,13 +76,16 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
+    global _POOL, _POOL_PID
+    if _POOL is None or os.getpid() != _POOL_PID:
         from concurrent.futures import ThreadPoolExecutor
 
         # Each caller keeps at most ``ahead`` items in flight, so the default size of the
-        # pool (a few threads more than cores, started as needed) never limits it.
+        # pool (a few threads more than cores, started as needed) never limits it.  A
+        # forked child gets a pool of its own: it has none of its parent's threads, and
+        # the parent's pool, counting its idle ones, would never start one.
         _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")
+        _POOL_PID = os.getpid()
     return _POOL
 
 
