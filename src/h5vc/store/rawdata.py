@@ -436,6 +436,14 @@ class RawDataStore:
         self._remember_placed(chunks, slots, first_new)
         return slots
 
+    @staticmethod
+    def keeps_written(nbytes: int) -> bool:
+        """Whether a store keeps ``nbytes`` of new chunks that one :meth:`store_chunks`
+        or :meth:`place_chunks` wrote in memory for the next commit (:attr:`recent`)."""
+        from h5vc.store.recent import RECENT_CHUNK_BYTES
+
+        return nbytes <= RECENT_CHUNK_BYTES
+
     def predicted_slots(self, count: int, after: int = 0) -> np.ndarray:
         """The slots :meth:`store_chunks` gives ``count`` chunks when none of them is
         stored already, equal to another or all fill value, and ``after`` new chunks

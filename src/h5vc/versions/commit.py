@@ -33,9 +33,9 @@ from h5vc.store import (
     delete_version_group,
     layout,
     read_attributes,
+    remove_group,
     tree,
 )
-from h5vc.store.recent import RECENT_CHUNK_BYTES
 from h5vc.versions.log import VersionInfo, log_entry
 from h5vc.versions.state import FileState
 from h5vc.versions.timestamps import format_timestamp, now
@@ -406,7 +406,7 @@ class _VersionWriter:
             return
         # A chunk was stored already, equal to another or all fill value: the dataset
         # maps other slots than predicted.
-        del entry.group[entry.name]
+        remove_group(entry.group, entry.name)
         chunk_map = _chunk_map(spec.array, changes.coords, slots)
         self._create(entry.group, entry.name, spec, store, chunk_map)
 
@@ -433,7 +433,7 @@ def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
     if EARLY_HASH_MIN_BYTES <= total <= EARLY_HASH_MAX_BYTES:
         for changes in eligible:
             nbytes = sum(chunk.nbytes for chunk in changes.chunks)
-            changes.digests = hash_soon(changes.chunks, copy=nbytes <= RECENT_CHUNK_BYTES)
+            changes.digests = hash_soon(changes.chunks, copy=RawDataStore.keeps_written(nbytes))
     return found
 
 
