@@ -13,6 +13,7 @@ element (see :func:`_object_bytes`).
 from __future__ import annotations
 
 import collections
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,6 +28,8 @@ __all__ = [
     "chunk_hash",
     "fill_chunk_hash",
     "hash_in_batches",
+    "hash_soon",
+    "PendingDigests",
     "fill_item",
     "may_be_fill",
     "prefetch",
@@ -41,6 +44,7 @@ R = TypeVar("R")
 #: the current one.
 HASH_BATCH_BYTES = config.HASH_BATCH_BYTES
 _POOL: ThreadPoolExecutor | None = None
+_POOL_PID = 0
 
 
 def _object_bytes(chunk: np.ndarray) -> bytes:
@@ -72,13 +76,16 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
+    global _POOL, _POOL_PID
+    if _POOL is None or os.getpid() != _POOL_PID:
         from concurrent.futures import ThreadPoolExecutor
 
         # Each caller keeps at most ``ahead`` items in flight, so the default size of the
-        # pool (a few threads more than cores, started as needed) never limits it.
+        # pool (a few threads more than cores, started as needed) never limits it.  A
+        # forked child gets a pool of its own: it has none of its parent's threads, and
+        # the parent's pool, counting its idle ones, would never start one.
         _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")
+        _POOL_PID = os.getpid()
     return _POOL
 
 
@@ -113,6 +120,77 @@ def hash_in_batches(
         return
     batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
     yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches, ahead)
+
+
+class PendingDigests:
+    """Digests of chunks being hashed on background threads (:func:`hash_soon`)."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self, futures: list[Future[tuple[bytes, np.ndarray | None]]]):
+        self._futures = futures
+
+    def _results(self) -> list[tuple[bytes, np.ndarray | None]]:
+        try:
+            return [future.result() for future in self._futures]
+        except BaseException:
+            self.cancel()
+            raise
+
+    def result(self) -> list[bytes]:
+        """The digests, in the order of the chunks, once all are computed."""
+        return [digest for digest, _ in self._results()]
+
+    def copies(self) -> list[np.ndarray] | None:
+        """The C-contiguous copies of the chunks hashed (None unless asked for)."""
+        copies = [copy for _, copy in self._results() if copy is not None]
+        return copies if len(copies) == len(self._futures) else None
+
+    def cancel(self) -> None:
+        """Drop the hashes not started yet (those running finish unseen)."""
+        for future in self._futures:
+            future.cancel()
+
+
+def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDigests:
+    """Start hashing ``chunks`` on background threads, one task per chunk, so that
+    several chunks hash on several cores; with ``copy``, each is first copied (C order)
+    there and its copy hashed.  The chunks must not change until the digests are in.
+
+    Lets a caller do the work that needs no digest while the chunks are hashed
+    (hashlib and numpy's copies release the GIL)."""
+    import threading
+    import time
+
+    pool = _pool()
+    futures = []
+    events = []
+    for chunk in chunks:
+        started = threading.Event()
+        futures.append(pool.submit(_hash_started, chunk, started, copy))
+        events.append(started)
+    # A thread needs the GIL to start, and the caller holds it through HDF5's calls:
+    # left alone, a hash would start only when the interpreter hands the GIL over (every
+    # 5 ms).  Waiting for the hashes to start lets them go as soon as they are in
+    # hashlib; not for long, though: with no idle core a thread starts late anyway.
+    deadline = time.monotonic() + _START_WAIT_S
+    for started in events:
+        left = deadline - time.monotonic()
+        if left <= 0 or not started.wait(left):
+            break
+    return PendingDigests(futures)
+
+
+#: How long :func:`hash_soon` waits at most for its threads to start hashing.
+_START_WAIT_S = 0.0005
+
+
+def _hash_started(chunk: np.ndarray, started: Any, copy: bool) -> tuple[bytes, np.ndarray | None]:
+    started.set()
+    if copy:
+        chunk = np.array(chunk, order="C")
+        return chunk_hash(chunk), chunk
+    return chunk_hash(chunk), None
 
 
 #: Hashes of all-fill chunks by (shape, dtype, fill value's bytes): every commit asks

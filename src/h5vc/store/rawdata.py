@@ -405,13 +405,69 @@ class RawDataStore:
         the next is hashed on another thread.  Hash-table rows, then the row
         count, are written after all the chunks.
         """
-        slots = np.empty(len(chunks), dtype=np.int64)
+        batches = hash_in_batches(chunks, ahead=codecs.workers())
+        return self._place_batches(batches, len(chunks), fillvalue, skip_fill)
+
+    def place_chunks(
+        self,
+        chunks: Sequence[np.ndarray],
+        digests: list[bytes],
+        *,
+        fillvalue: Any = None,
+        skip_fill: bool = True,
+        owned: bool = False,
+    ) -> np.ndarray:
+        """:meth:`store_chunks` for chunks hashed already (``digests[i]`` is
+        :func:`~h5vc.hashing.chunk_hash` of ``chunks[i]``): the same slots, written the
+        same way, in one batch.  ``owned``: the chunks are copies nobody else holds, so
+        those kept for the next commit (:attr:`recent`) are kept as they are, not
+        copied again."""
+        if len(digests) != len(chunks):
+            raise ValueError(f"Expected {len(chunks)} digests. Got {len(digests)}.")
+        batches = iter([(chunks, digests)] if len(chunks) else [])
+        whole = owned and all(
+            chunk.shape == self.chunks and chunk.dtype == self.dtype and chunk.flags.c_contiguous
+            for chunk in chunks
+        )
+        if not whole:
+            return self._place_batches(batches, len(chunks), fillvalue, skip_fill)
+        first_new = self.first_free_slot
+        slots = self._place_batches(batches, len(chunks), fillvalue, skip_fill, remember=False)
+        self._remember_placed(chunks, slots, first_new)
+        return slots
+
+    @staticmethod
+    def keeps_written(nbytes: int) -> bool:
+        """Whether a store keeps ``nbytes`` of new chunks that one :meth:`store_chunks`
+        or :meth:`place_chunks` wrote in memory for the next commit (:attr:`recent`)."""
+        from h5vc.store.recent import RECENT_CHUNK_BYTES
+
+        return nbytes <= RECENT_CHUNK_BYTES
+
+    def predicted_slots(self, count: int, after: int = 0) -> np.ndarray:
+        """The slots :meth:`store_chunks` gives ``count`` chunks when none of them is
+        stored already, equal to another or all fill value, and ``after`` new chunks
+        went before them: the next free slots, in order."""
+        return np.arange(count, dtype=np.int64) + (self.first_free_slot + after)
+
+    def _place_batches(
+        self,
+        batches: Iterator[tuple[Sequence[np.ndarray], list[bytes]]],
+        count: int,
+        fillvalue: Any,
+        skip_fill: bool,
+        *,
+        remember: bool = True,
+    ) -> np.ndarray:
+        """Deduplicate and write hashed ``batches`` of ``count`` chunks in all (keeping
+        copies of the new ones in :attr:`recent` when ``remember``)."""
+        slots = np.empty(count, dtype=np.int64)
         writer = _BatchWriter(self, fillvalue, skip_fill)
         offset = 0
         self.recent = {}
-        self._keep_recent = self._lossless()
+        self._keep_recent = remember and self._lossless()
         try:
-            for batch, digests in hash_in_batches(chunks, ahead=codecs.workers()):
+            for batch, digests in batches:
                 writer.place(batch, digests, None, slots[offset : offset + len(batch)])
                 offset += len(batch)
             writer.finish()
@@ -422,6 +478,24 @@ class RawDataStore:
             self._keep_recent = False
             self._unwritten.clear()  # written by finish(); else dropped with the failure
         return slots
+
+    def _remember_placed(
+        self, chunks: Sequence[np.ndarray], slots: np.ndarray, first_new: int
+    ) -> None:
+        """Keep in :attr:`recent` the chunks just written to new slots (from
+        ``first_new``), whole chunks nobody else holds, as :meth:`_remember` keeps the
+        copies it makes: all of them, or none if they hold more than
+        :data:`~h5vc.store.recent.RECENT_CHUNK_BYTES`."""
+        if not self._lossless():
+            return
+        from h5vc.store.recent import RECENT_CHUNK_BYTES
+
+        kept: dict[int, np.ndarray] = {}
+        for chunk, slot in zip(chunks, slots.tolist()):
+            if slot >= first_new and slot not in kept:
+                kept[slot] = chunk
+        if sum(chunk.nbytes for chunk in kept.values()) <= RECENT_CHUNK_BYTES:
+            self.recent = kept
 
     def store_array(self, values: np.ndarray, *, fillvalue: Any = None) -> np.ndarray:
         """Store every chunk of ``values`` (chunked like this store) as :meth:`store_chunks`

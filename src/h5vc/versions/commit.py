@@ -9,6 +9,7 @@ fails before, the partial group is removed and every earlier version is intact.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from h5vc.errors import (
     TimestampOrderError,
     VersionExistsError,
 )
+from h5vc.hashing import HASH_BATCH_BYTES, PendingDigests, hash_soon
 from h5vc.staging import StagedChangesArray
 from h5vc.store import (
     ChunkMap,
@@ -31,6 +33,7 @@ from h5vc.store import (
     delete_version_group,
     layout,
     read_attributes,
+    remove_group,
     tree,
 )
 from h5vc.versions.log import VersionInfo, log_entry
@@ -152,11 +155,22 @@ def commit_version(
 
     Runs inside ``state.operation()``, which brings the layout up to date first and
     ends in a commit point (or takes everything back if this raises).
-    ``merge_parents`` are the parents of a merge after ``prev_version``."""
+    ``merge_parents`` are the parents of a merge after ``prev_version``.
+
+    A few large staged chunks are hashed on background threads from the start, while
+    the version is written with the slots they would take as new chunks; they are
+    placed (and their virtual datasets made again if a slot differs) before the
+    version is marked committed (see :class:`_VersionWriter`)."""
     ts = commit_timestamp(state, name, prev_version, timestamp)
-    group = create_version_group(state.versions, name)
+    writer = _VersionWriter(state, name, root)
     try:
-        _write_group(state, name, group, root)
+        group = create_version_group(state.versions, name)
+    except BaseException:
+        writer.cancel()
+        raise
+    try:
+        writer.write_group(group, root)
+        writer.place_all()
         metadata = {
             layout.ATTR_PREV_VERSION: prev_version or layout.FIRST_VERSION,
             layout.ATTR_TIMESTAMP: format_timestamp(ts),
@@ -168,6 +182,7 @@ def commit_version(
         }
         tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
     except BaseException:
+        writer.cancel()
         delete_version_group(state.versions, name)  # the operation takes back the chunks written
         raise
     state.stores.end_writes(used=_dataset_paths(root))
@@ -189,22 +204,6 @@ def _dataset_paths(spec: GroupCommit) -> set[str]:
         elif isinstance(child, DatasetCommit):
             paths.add(child.path.strip("/"))
     return paths
-
-
-def _write_group(state: FileState, version: str, group: h5py.Group, spec: GroupCommit) -> None:
-    if spec.attrs:
-        tree.write_attrs(group, spec.attrs)
-    link = tree.linker(group)
-    for child_name, child in spec.children.items():
-        if isinstance(child, Link):
-            if state.h5vc_layout:  # a hard link: no copy, one call
-                link(child_name, child.parent, child.name)
-            else:
-                _copy_object(state, version, group, child_name, child.parent[child.name])
-        elif isinstance(child, GroupCommit):
-            _write_group(state, version, create_subgroup(group, child_name), child)
-        else:
-            _write_dataset(state, version, group, child_name, child)
 
 
 def _copy_object(
@@ -239,32 +238,254 @@ def _version_and_path(state: FileState, obj: h5py.HLObject) -> tuple[str, str]:
     return version, path
 
 
-def _write_dataset(
-    state: FileState, version: str, group: h5py.Group, name: str, spec: DatasetCommit
-) -> None:
-    store = state.stores.writable(
-        spec.path,
-        dtype=spec.dtype,
-        chunks=spec.chunks,
-        fillvalue=spec.fillvalue,
-        filters=spec.filters,
-        raw_data=spec.raw_data,
-    )
-    chunk_map = staged_chunk_map(spec.array, store, spec.fillvalue)
-    dset = create_virtual_dataset(
-        group,
-        name,
-        store.raw_data,
-        chunk_map,
-        fillvalue=spec.fillvalue,
-        merge=state.h5vc_layout,
-    )
-    bookkeeping = {
-        layout.ATTR_CHUNKS: np.asarray(spec.chunks, dtype=np.int64),
-        layout.ATTR_RAW_DATA: store.raw_data.name,
-    }
-    tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
-    state.chunk_maps.remember(version, spec.path, dset, chunk_map)
+#: Staged chunks are hashed on background threads while the version is written when
+#: they hold at least this many bytes in all ...
+EARLY_HASH_MIN_BYTES = 256 * 1024
+#: ... each of at least this many (smaller ones are hashed faster than a thread is
+#: handed one) ...
+EARLY_HASH_MIN_CHUNK_BYTES = 64 * 1024
+#: ... and at most this many in all (more are hashed in batches as they are written:
+#: see :meth:`~h5vc.store.rawdata.RawDataStore.store_chunks`).
+EARLY_HASH_MAX_BYTES = HASH_BATCH_BYTES
+
+
+@dataclass
+class _Changes:
+    """The staged chunks of a dataset to commit, and their digests if being hashed."""
+
+    coords: list[tuple[int, ...]]
+    chunks: list[np.ndarray]
+    digests: PendingDigests | None = None
+
+
+@dataclass
+class _Deferred:
+    """A dataset written with the slots its new chunks were predicted to take."""
+
+    group: h5py.Group
+    name: str
+    spec: DatasetCommit
+    store: RawDataStore
+    changes: _Changes
+    predicted: np.ndarray  # the predicted slots of the staged chunks
+    chunk_map: ChunkMap
+    dataset: h5py.Dataset  # made with the predicted slots
+
+
+class _VersionWriter:
+    """Writes the groups and datasets of one new version.
+
+    When the staged chunks are a few large ones (:func:`_hash_early`), hashing them
+    (about 5 ms per MiB on a core without SHA instructions) would hold up the
+    commit: they are hashed on background threads instead while each dataset is
+    made with the slots its new chunks take when none is stored already, equal to
+    another or all fill value (the next free slots of its store, in order).
+    :meth:`place_all` then stores the chunks as :meth:`RawDataStore.store_chunks`
+    does and makes a dataset again where a slot differs, so the version is the same
+    as one written in order.  A chunk store's chunks are placed in the order of the
+    datasets: a dataset stored at once first places those deferred on its store.
+    """
+
+    def __init__(self, state: FileState, version: str, root: GroupCommit):
+        self.state = state
+        self.version = version
+        #: The staged chunks of each dataset, by ``id`` of its DatasetCommit.
+        self.changes = _hash_early(root)
+        self.deferred: list[_Deferred] = []
+        #: New chunks predicted on each chunk store (by ``id``) by deferred datasets.
+        self.predicted: dict[int, int] = {}
+
+    def cancel(self) -> None:
+        """Drop the hashes not started (the commit failed)."""
+        for changes in self.changes.values():
+            if changes.digests is not None:
+                changes.digests.cancel()
+
+    def write_group(self, group: h5py.Group, spec: GroupCommit) -> None:
+        state = self.state
+        if spec.attrs:
+            tree.write_attrs(group, spec.attrs)
+        link = tree.linker(group)
+        for child_name, child in spec.children.items():
+            if isinstance(child, Link):
+                if state.h5vc_layout:  # a hard link: no copy, one call
+                    link(child_name, child.parent, child.name)
+                else:
+                    _copy_object(state, self.version, group, child_name, child.parent[child.name])
+            elif isinstance(child, GroupCommit):
+                self.write_group(create_subgroup(group, child_name), child)
+            else:
+                self.write_dataset(group, child_name, child)
+
+    def write_dataset(self, group: h5py.Group, name: str, spec: DatasetCommit) -> None:
+        store = self.state.stores.writable(
+            spec.path,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            fillvalue=spec.fillvalue,
+            filters=spec.filters,
+            raw_data=spec.raw_data,
+        )
+        changes = self.changes.get(id(spec))
+        if changes is None or changes.digests is None:
+            self.place(store)  # this store's deferred chunks go first
+            chunk_map = _staged_chunk_map(spec.array, store, spec.fillvalue, changes)
+            self._create(group, name, spec, store, chunk_map)
+            return
+        after = self.predicted.get(id(store), 0)
+        predicted = store.predicted_slots(len(changes.chunks), after)
+        self.predicted[id(store)] = after + len(predicted)
+        # Mappings past raw_data's end are fine: HDF5 stores a mapping's selections,
+        # not the extent of its source (the chunks are written before the commit ends).
+        chunk_map = _chunk_map(spec.array, changes.coords, predicted)
+        dset = self._create(group, name, spec, store, chunk_map, remember=False)
+        self.deferred.append(
+            _Deferred(group, name, spec, store, changes, predicted, chunk_map, dset)
+        )
+
+    def _create(
+        self,
+        group: h5py.Group,
+        name: str,
+        spec: DatasetCommit,
+        store: RawDataStore,
+        chunk_map: ChunkMap,
+        *,
+        remember: bool = True,
+    ) -> h5py.Dataset:
+        """Make ``group[name]``, the virtual dataset of ``chunk_map``, and its attributes."""
+        dset = create_virtual_dataset(
+            group,
+            name,
+            store.raw_data,
+            chunk_map,
+            fillvalue=spec.fillvalue,
+            merge=self.state.h5vc_layout,
+        )
+        bookkeeping = {
+            layout.ATTR_CHUNKS: np.asarray(spec.chunks, dtype=np.int64),
+            layout.ATTR_RAW_DATA: store.raw_data.name,
+        }
+        tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
+        if remember:
+            self.state.chunk_maps.remember(self.version, spec.path, dset, chunk_map)
+        return dset
+
+    def place(self, store: RawDataStore | None = None) -> None:
+        """Store the chunks of the deferred datasets (those on ``store`` only, if
+        given), in order."""
+        if not self.deferred:
+            return
+        kept: list[_Deferred] = []
+        for entry in self.deferred:
+            if store is None or entry.store is store:
+                self._place(entry)
+            else:
+                kept.append(entry)
+        self.deferred = kept
+        if store is not None:
+            self.predicted.pop(id(store), None)
+
+    def place_all(self) -> None:
+        self.place()
+        self.predicted.clear()
+
+    def _place(self, entry: _Deferred) -> None:
+        store, changes, spec = entry.store, entry.changes, entry.spec
+        assert changes.digests is not None
+        digests = changes.digests.result()
+        # The chunks were copied where they were hashed: the store keeps those copies
+        # for the next commit instead of copying the chunks again here.
+        copies = changes.digests.copies()
+        chunks = changes.chunks if copies is None else copies
+        slots = store.place_chunks(
+            chunks, digests, fillvalue=spec.fillvalue, owned=copies is not None
+        )
+        if np.array_equal(slots, entry.predicted):
+            self.state.chunk_maps.remember(self.version, spec.path, entry.dataset, entry.chunk_map)
+            return
+        # A chunk was stored already, equal to another or all fill value: the dataset
+        # maps other slots than predicted.
+        remove_group(entry.group, entry.name)
+        chunk_map = _chunk_map(spec.array, changes.coords, slots)
+        self._create(entry.group, entry.name, spec, store, chunk_map)
+
+
+def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
+    """The staged chunks of every dataset ``root`` writes, by ``id`` of its
+    DatasetCommit; those of datasets of large chunks are being hashed when they hold
+    from :data:`EARLY_HASH_MIN_BYTES` to :data:`EARLY_HASH_MAX_BYTES` in all (copied
+    first where the store keeps them for the next commit: see
+    :meth:`~h5vc.store.rawdata.RawDataStore.place_chunks`)."""
+    found: dict[int, _Changes] = {}
+    eligible: list[_Changes] = []
+    total = 0
+    for spec in _dataset_commits(root):
+        changes = _staged_changes(spec.array)
+        found[id(spec)] = changes
+        if not changes.chunks or np.dtype(spec.dtype).kind == "O":
+            continue
+        chunk_bytes = math.prod(spec.chunks) * np.dtype(spec.dtype).itemsize
+        nbytes = sum(chunk.nbytes for chunk in changes.chunks)
+        if chunk_bytes >= EARLY_HASH_MIN_CHUNK_BYTES:
+            eligible.append(changes)
+            total += nbytes
+    if EARLY_HASH_MIN_BYTES <= total <= EARLY_HASH_MAX_BYTES:
+        for changes in eligible:
+            nbytes = sum(chunk.nbytes for chunk in changes.chunks)
+            changes.digests = hash_soon(changes.chunks, copy=RawDataStore.keeps_written(nbytes))
+    return found
+
+
+def _dataset_commits(spec: GroupCommit) -> list[DatasetCommit]:
+    """The datasets ``spec`` writes, in the order they are written."""
+    found: list[DatasetCommit] = []
+    for child in spec.children.values():
+        if isinstance(child, GroupCommit):
+            found += _dataset_commits(child)
+        elif isinstance(child, DatasetCommit):
+            found.append(child)
+    return found
+
+
+def _staged_changes(array: StagedChangesArray) -> _Changes:
+    """The chunks staged on ``array`` (see :meth:`StagedChangesArray.changes`)."""
+    if array.n_base_slabs > 1:
+        raise ValueError(
+            f"Expected a staged array with at most one base slab (raw_data). "
+            f"Got {array.n_base_slabs}."
+        )
+    coords: list[tuple[int, ...]] = []
+    chunks: list[np.ndarray] = []
+    for chunk_coords, data in array.changes():
+        coords.append(chunk_coords)
+        chunks.append(data)
+    return _Changes(coords, chunks)
+
+
+def _chunk_map(
+    array: StagedChangesArray, coords: list[tuple[int, ...]], new_slots: np.ndarray
+) -> ChunkMap:
+    """The chunk map of ``array`` whose staged chunks at ``coords`` take ``new_slots``.
+
+    Chunks still on the base slab (raw_data) keep their slot; chunks on the fill
+    slab are not stored (slot -1): the virtual dataset reads them as its fill value.
+    """
+    c0 = array.chunk_size[0]
+    slab_indices = np.asarray(array.slab_indices)
+    slots = np.where(slab_indices == 1, np.asarray(array.slab_offsets) // c0, -1)
+    if coords:
+        slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
+    return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
+
+
+def _staged_chunk_map(
+    array: StagedChangesArray, store: RawDataStore, fillvalue: Any, changes: _Changes | None
+) -> ChunkMap:
+    if changes is None:
+        changes = _staged_changes(array)
+    new_slots = store.store_chunks(changes.chunks, fillvalue=fillvalue)
+    return _chunk_map(array, changes.coords, new_slots)
 
 
 def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:
@@ -274,20 +495,4 @@ def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: 
     slab and staged chunks equal to the fill value are not stored (slot -1): the
     virtual dataset reads them as its fill value.
     """
-    if array.n_base_slabs > 1:
-        raise ValueError(
-            f"Expected a staged array with at most one base slab (raw_data). "
-            f"Got {array.n_base_slabs}."
-        )
-    c0 = array.chunk_size[0]
-    slab_indices = np.asarray(array.slab_indices)
-    slots = np.where(slab_indices == 1, np.asarray(array.slab_offsets) // c0, -1)
-    coords: list[tuple[int, ...]] = []
-    chunks: list[np.ndarray] = []
-    for chunk_coords, data in array.changes():
-        coords.append(chunk_coords)
-        chunks.append(data)
-    new_slots = store.store_chunks(chunks, fillvalue=fillvalue)
-    if coords:
-        slots[tuple(np.asarray(coords, dtype=np.int64).T)] = new_slots
-    return ChunkMap(tuple(array.shape), tuple(array.chunk_size), slots.astype(np.int64))
+    return _staged_chunk_map(array, store, fillvalue, None)
