@@ -16,6 +16,7 @@ dominates when a read is split into many runs of chunks).
 
 from __future__ import annotations
 
+import copy
 import math
 import struct
 from collections.abc import Callable
@@ -476,8 +477,10 @@ class FileView:
         self.filename = filename
         self._links: dict[int, dict[str, int] | None] = {}
         self._paths: dict[str, int | None] = {"/": root}
-        #: The file's root group (HDF5 looks up links of groups not read here).
+        #: The file's root group (HDF5 looks up links of groups not read here),
+        #: opened from :attr:`_file` when first needed.
         self._root_group: h5py.h5g.GroupID | None = None
+        self._file: h5py.h5f.FileID | None = None
         self._stores: dict[bytes, tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None] = {}
         self._datasets: dict[int, _Dataset | None] = {}
         self._headers: dict[int, Header] = {}
@@ -497,6 +500,13 @@ class FileView:
         root_group = h5py.h5g.open(file.id, b"/")
         view = cls(file_bytes, int(h5py.h5o.get_info(root_group).addr), filename)
         view._root_group = root_group
+        return view
+
+    def over(self, file: h5py.File) -> FileView:
+        """This view for another handle of the same bytes (opened since, read-only):
+        what was read is shared, HDF5's lookups go through ``file``."""
+        view = copy.copy(self)  # the same map and dictionaries
+        view._root_group, view._file = None, file.id
         return view
 
     def close(self) -> None:
@@ -530,8 +540,11 @@ class FileView:
                 found = links.get(name)
             else:  # one link lookup by HDF5 (reading a large group's links costs more)
                 try:
-                    assert self._root_group is not None
-                    info = self._root_group.links.get_info(path.encode())
+                    root_group = self._root_group
+                    if root_group is None:
+                        assert self._file is not None
+                        root_group = self._root_group = h5py.h5g.open(self._file, b"/")
+                    info = root_group.links.get_info(path.encode())
                     found = int(info.u) if info.type == h5py.h5l.TYPE_HARD else None
                 except (KeyError, RuntimeError, ValueError):
                     found = None
