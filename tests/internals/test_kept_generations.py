@@ -192,3 +192,35 @@ def test_versioned_roots_of_one_file_are_kept_apart(tmp_path: Path, way: str) ->
             assert b["b0"]["x"][:].tolist() == [0, 0, 0]
             a.close()
             b.close()
+
+
+@pytest.mark.parametrize("way", ["open", "h5py"])
+def test_a_version_found_in_kept_bytes_opens_its_group_when_used(tmp_path: Path, way: str) -> None:
+    path = tmp_path / "f.h5"
+    with h5vc.open(path, "w") as vf:
+        for n in range(3):
+            with vf.stage_version(f"v{n}") as g:
+                g.attrs["n"] = n
+                g.require_group("s")["y"] = np.full(4, n)
+                g["x"] = np.arange(3) + n
+    _settle()
+    with opened(path, way) as vf:
+        assert [vf[f"v{n}"]["x"][0] for n in range(3)] == [0, 1, 2]
+    with opened(path, way) as vf:
+        group = vf["v2"]
+        assert group._group_obj is None  # found committed in the kept bytes
+        assert group.attrs["n"] == 2
+        assert sorted(group) == ["s", "x"]
+        assert group["s"]["y"][:].tolist() == [2, 2, 2, 2]
+        assert vf["v1"]["x"][:].tolist() == [1, 2, 3]
+        assert vf["v1"]["x"].shape == (3,)
+        assert vf["v0"].attrs["n"] == 0
+    with opened(path, way) as vf:
+        group, dataset = vf["v1"], vf["v0"]["x"]
+        with h5vc.open(path, "a") as writer:
+            h5vc.delete_versions(writer, ["v0", "v1"])
+        with pytest.raises(h5vc.VersionNotFoundError):
+            group.attrs["n"]
+        with pytest.raises(h5vc.VersionNotFoundError):
+            dataset[:]
+        assert vf["v2"]["x"][:].tolist() == [2, 3, 4]
