@@ -20,7 +20,6 @@ import copy
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import h5py
@@ -37,6 +36,7 @@ from h5vc.hdf5.header import (
     PIPELINE,
     HeaderDamage,
     PositionedReader,
+    Record,
     check_header_bytes,
     checked_messages,
     checksum,
@@ -305,8 +305,7 @@ class CommittedReader:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class SmallReads:
+class SmallReads(Record):
     """A committed dataset whose small reads HDF5 serves as its chunk map would (see
     :func:`small_reads`): its shape, item size, the name of the ``raw_data`` it maps
     and, for a dataset mapped as one block from a mapping list whose checksum was
@@ -316,13 +315,33 @@ class SmallReads:
     shape: tuple[int, ...]
     itemsize: int
     source: str
-    raw_data: h5py.h5d.DatasetID | None = None
-    dtype: np.dtype | None = None
-    offset: tuple[int, ...] = ()
+    raw_data: h5py.h5d.DatasetID | None
+    dtype: np.dtype | None
+    offset: tuple[int, ...]
     #: Mapped in more than :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks: HDF5
     #: serves the first read only (it looks at every block on every read; later
     #: reads go through the chunk map).
-    once: bool = False
+    once: bool
+
+    __slots__ = ("dtype", "itemsize", "offset", "once", "raw_data", "shape", "source")
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        itemsize: int,
+        source: str,
+        raw_data: h5py.h5d.DatasetID | None = None,
+        dtype: np.dtype | None = None,
+        offset: tuple[int, ...] = (),
+        once: bool = False,
+    ) -> None:
+        self.shape = shape
+        self.itemsize = itemsize
+        self.source = source
+        self.raw_data = raw_data
+        self.dtype = dtype
+        self.offset = offset
+        self.once = once
 
 
 def small_reads(
