@@ -521,11 +521,12 @@ class FileView:
         view._root_group = root_group
         return view
 
-    def over(self, file: h5py.File) -> FileView:
+    def over(self, file: h5py.File | None) -> FileView:
         """This view for another handle of the same bytes (opened since, read-only):
-        what was read is shared, HDF5's lookups go through ``file``."""
+        what was read is shared, HDF5's lookups go through ``file`` (None: no
+        handle; such a view is only copied)."""
         view = copy.copy(self)  # the same map and dictionaries
-        view._root_group, view._file = None, file.id
+        view._root_group, view._file = None, None if file is None else file.id
         return view
 
     def close(self) -> None:

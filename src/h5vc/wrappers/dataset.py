@@ -571,7 +571,9 @@ def file_view(state: FileState) -> tuple[FileView, str] | None:
         view = FileView.of(file, state.filename)
     else:
         if kept.view is False:
-            kept.view = FileView.of(file, state.filename)
+            made = FileView.of(file, state.filename)
+            # Kept without this handle (each user gets a copy over its own).
+            kept.view = None if made is None else made.over(None)
         view = None if kept.view is None else kept.view.over(file)
     versions = state.versions.name or ""
     _VIEWS[state] = (id(root), state.generation, view, versions, kept is not None)
