@@ -224,3 +224,28 @@ def test_a_version_found_in_kept_bytes_opens_its_group_when_used(tmp_path: Path,
         with pytest.raises(h5vc.VersionNotFoundError):
             dataset[:]
         assert vf["v2"]["x"][:].tolist() == [2, 3, 4]
+
+
+def test_a_handle_of_another_file_than_the_locked_one_takes_nothing(tmp_path: Path) -> None:
+    """A file put in place of the one a guard's lock was made for (renamed over it) is
+    read through a handle opened by name: what was kept of the locked file is not its."""
+    from h5vc.remote import open_private
+
+    first, second = tmp_path / "a.h5", tmp_path / "b.h5"
+    _make(first)
+    _make(second)
+    lock = ReadLock(first)
+    with h5py.File(first, "r") as anchor:
+        guard = reading.ReadGuard(str(first), "/", anchor, lock)
+        try:
+            with lock:
+                for path, kept in ((second, False), (first, True)):
+                    file, close = open_private(str(path))
+                    try:
+                        guard._know(file)
+                        assert (guard.kept is not None) is kept
+                        assert (guard.known is not None) is kept
+                    finally:
+                        close()
+        finally:
+            guard.close()

@@ -309,15 +309,24 @@ class ReadGuard:
             if state is not None:
                 state.invalidate()
 
-    def _know(self) -> None:
-        """Find what is known of the file as it is in this read (see :class:`Generation`)."""
-        self.kept = generation = generation_of(self._lock)
-        self.known = None if generation is None else generation.root(self.root_name)
+    def _know(self, file: h5py.File) -> None:
+        """Find what is known of the file as it is in this read (see :class:`Generation`),
+        ``file`` being the private handle just opened: nothing unless it reads the
+        very file the lock stamps (not one put in its place since the lock was made)."""
+        self.kept = self.known = None
+        fd = stream_descriptor(file)
+        if fd is None:
+            return
+        info = os.fstat(fd)
+        generation = generation_of(self._lock)
+        if generation is not None and generation.key[:2] == (info.st_dev, info.st_ino):
+            self.kept = generation
+            self.known = generation.root(self.root_name)
 
     def _adopted(self) -> None:
         """Read through the anchor (h5vc's own private handle, see ``adopt``): the
         state is loaded from it; it is not closed here (its opener closes it)."""
-        self._know()
+        self._know(file_of(self.anchor))
         state = None if self._state is None else self._state()
         if state is not None and self._reload is not None:
             self._reload(state, self.anchor)
@@ -328,7 +337,7 @@ class ReadGuard:
         """Read the file anew (under the lock): a new private handle, the state
         reloaded from it, the old handle closed."""
         file, close = open_private(self.path)
-        self._know()
+        self._know(file)
         try:
             root = file if self.root_name == "/" else file[self.root_name]
             state = None if self._state is None else self._state()
