@@ -228,7 +228,7 @@ class VersionedHDF5File:
                 raise VersionNotFoundError(f"Version {name!r} not found.")
             where = f"The version group {state.versions.name}/{name}"
             with damaged(state.filename, where):
-                h5group = state.log.group(name)
+                h5group = state.log.opened(name)  # None: opened when first used
             group = CommittedGroup(state, name, h5group, views=self._views)
             self._views[(name, "")] = group
         return group

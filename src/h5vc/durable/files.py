@@ -187,6 +187,9 @@ class ReadLock:
         #: Set when this thread wrote the file in the middle of the read (see
         #: :func:`_apply_lock`): what was read of it before is stale.
         self.stale = False
+        #: The stamp taken on entering names the file's bytes (see :attr:`content_key`).
+        self._stamped = False
+        self._ctime = 0
 
     def __enter__(self) -> ReadLock:
         holder = threading.get_ident()
@@ -210,10 +213,15 @@ class ReadLock:
         self.stale = False
         self._seen = stamp
         self._settled = time.time_ns() - info.st_mtime_ns > 50_000_000
+        # Change time too (a write, a truncation or a time set by hand moves it): the
+        # bytes are named by a stamp only once both times are older than a tick.
+        self._stamped = time.time_ns() - info.st_ctime_ns > 50_000_000 and self._settled
+        self._ctime = info.st_ctime_ns
         return self
 
     def __exit__(self, *exc: object) -> None:
         fcntl.fcntl(self._fd, _SET_LOCK, _RELEASE_APPLY)
+        self._stamped = False
         holder, self._holder = self._holder, None
         if holder is None:
             return
@@ -228,6 +236,19 @@ class ReadLock:
                 _READING.pop(self._identity, None)
 
     @property
+    def content_key(self) -> tuple[Any, ...] | None:
+        """Inside a block: a key that names the file's bytes as they are in it (device,
+        inode, size, modification and change times, the mark of h5vc's writers),
+        equal in a later block, of this lock or another one of the file, only if the
+        file was not written in between. None where it cannot tell: either time lies
+        within 50 ms of the block's start (a write in the same clock tick would leave
+        it as it is), or this thread wrote the file in the block."""
+        seen = self._seen
+        if not self._stamped or seen is None:
+            return None
+        return (*self._identity, *seen, self._ctime)
+
+    @property
     def held(self) -> bool:
         """True inside a ``with`` block of this lock (between enter and exit)."""
         return self._holder is not None
@@ -239,6 +260,7 @@ class ReadLock:
     def _resume(self) -> None:
         _lock(self._fd, fcntl.F_RDLCK, blocking=True, byte=_APPLY_BYTE)
         self.stale = True
+        self._stamped = False
 
     def works(self) -> bool:
         """True if the file's filesystem takes byte-range locks (some network and

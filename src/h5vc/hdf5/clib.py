@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import pathlib
 from collections.abc import Callable
 
 import h5py
@@ -26,24 +25,35 @@ __all__ = ["OPEN_LOADED", "hdf5_library", "loaded_hdf5", "lookup3"]
 OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
 
 
-def loaded_hdf5() -> pathlib.Path | None:
-    """The file of the HDF5 library mapped into this process (Linux), or the one
-    shipped in h5py's wheel."""
-    maps = pathlib.Path("/proc/self/maps")
-    candidates: list[pathlib.Path] = []
+def loaded_hdf5() -> str | None:
+    """The path of the HDF5 library mapped into this process (Linux), or of the one
+    shipped in h5py's wheel. (Read without :mod:`pathlib`, which a first read of a
+    file does not need otherwise.)"""
     try:
-        for line in maps.read_text().splitlines():
-            name = line.rpartition(" ")[2]
-            base = os.path.basename(name)
-            if base.startswith("libhdf5") and not base.startswith("libhdf5_hl") and ".so" in base:
-                candidates.append(pathlib.Path(name))
+        with open("/proc/self/maps", "rb") as maps:
+            for line in maps:
+                name = line.rstrip(b"\n").rpartition(b" ")[2]
+                base = os.path.basename(name)
+                hdf5 = base.startswith(b"libhdf5") and not base.startswith(b"libhdf5_hl")
+                if hdf5 and b".so" in base:
+                    return os.fsdecode(name)
     except OSError:
         pass
-    if not candidates:
-        package = pathlib.Path(h5py.__file__).parent
-        for folder in (package.parent / "h5py.libs", package / ".dylibs"):
-            candidates.extend(sorted(folder.glob("libhdf5.*")) + sorted(folder.glob("libhdf5-*")))
-    return candidates[0] if candidates else None
+    package = os.path.dirname(h5py.__file__)
+    for folder in (
+        os.path.join(os.path.dirname(package), "h5py.libs"),
+        os.path.join(package, ".dylibs"),
+    ):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        found = sorted(n for n in names if n.startswith("libhdf5.")) + sorted(
+            n for n in names if n.startswith("libhdf5-")
+        )
+        if found:
+            return os.path.join(folder, found[0])
+    return None
 
 
 @functools.cache
@@ -54,7 +64,7 @@ def hdf5_library() -> ctypes.CDLL | None:
     if path is None:
         return None
     try:
-        return ctypes.CDLL(str(path), mode=OPEN_LOADED)
+        return ctypes.CDLL(path, mode=OPEN_LOADED)
     except OSError:
         return None
 

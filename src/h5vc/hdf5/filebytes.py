@@ -33,14 +33,13 @@ import functools
 import mmap
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
 import h5py
 import numpy as np
 
-from h5vc.hdf5.header import checksum, file_descriptor
+from h5vc.hdf5.header import Record, checksum, file_descriptor
 
 __all__ = [
     "ManyDatasets",
@@ -106,17 +105,21 @@ def _bytes_checked(function: _Reader) -> _Reader:
     return cast(_Reader, checked)
 
 
-@dataclass(slots=True)
-class Header:
+class Header(Record):
     """The messages of an object header, as ``(offset in the map, length)``: the first
     unshared message of each type, and every link message."""
 
     messages: dict[int, tuple[int, int]]
     links: list[tuple[int, int]]
 
+    __slots__ = ("links", "messages")
 
-@dataclass(frozen=True, slots=True)
-class Mappings:
+    def __init__(self, messages: dict[int, tuple[int, int]], links: list[tuple[int, int]]) -> None:
+        self.messages = messages
+        self.links = links
+
+
+class Mappings(Record):
     """A virtual dataset's mappings: the ``(source file, source dataset)`` names they
     read (as stored), and the first and last coordinates of every block of their
     source and of their virtual selections, flat (``2 * ndim`` numbers a block)."""
@@ -124,6 +127,18 @@ class Mappings:
     sources: set[tuple[bytes, bytes]]
     source: list[int]
     virtual: list[int]
+
+    __slots__ = ("source", "sources", "virtual")
+
+    def __init__(
+        self,
+        sources: set[tuple[bytes, bytes]],
+        source: list[int],
+        virtual: list[int],
+    ) -> None:
+        self.sources = sources
+        self.source = source
+        self.virtual = virtual
 
 
 class FileBytes:
@@ -583,8 +598,7 @@ _MANY_MESSAGES = 32
 _NAMES_WINDOW = 256
 
 
-@dataclass(frozen=True, slots=True)
-class ManyDatasets:
+class ManyDatasets(Record):
     """What the headers of many virtual datasets say, by row: whether the row was
     read (``ok``; else read it one by one), rank and dimensions (``(n, 4)``, the
     first ``rank`` used), datatype class and element size, and where the mapping
@@ -599,9 +613,30 @@ class ManyDatasets:
     heap: np.ndarray
     index: np.ndarray
 
+    __slots__ = ("dims", "element_size", "has_heap", "heap", "index", "ok", "rank", "type_class")
 
-@dataclass(frozen=True, slots=True)
-class ManyMappings:
+    def __init__(
+        self,
+        ok: np.ndarray,
+        rank: np.ndarray,
+        dims: np.ndarray,
+        type_class: np.ndarray,
+        element_size: np.ndarray,
+        has_heap: np.ndarray,
+        heap: np.ndarray,
+        index: np.ndarray,
+    ) -> None:
+        self.ok = ok
+        self.rank = rank
+        self.dims = dims
+        self.type_class = type_class
+        self.element_size = element_size
+        self.has_heap = has_heap
+        self.heap = heap
+        self.index = index
+
+
+class ManyMappings(Record):
     """Mapping lists of many virtual datasets of one rank, by row: whether the row
     was read (``ok``; else read it one by one with :meth:`FileBytes.mappings`); its
     one source (``names[source_name[i]]``, file and dataset as stored); and its
@@ -615,6 +650,26 @@ class ManyMappings:
     count: np.ndarray
     source: np.ndarray
     virtual: np.ndarray
+
+    __slots__ = ("count", "first", "names", "ok", "source", "source_name", "virtual")
+
+    def __init__(
+        self,
+        ok: np.ndarray,
+        names: list[tuple[bytes, bytes]],
+        source_name: np.ndarray,
+        first: np.ndarray,
+        count: np.ndarray,
+        source: np.ndarray,
+        virtual: np.ndarray,
+    ) -> None:
+        self.ok = ok
+        self.names = names
+        self.source_name = source_name
+        self.first = first
+        self.count = count
+        self.source = source
+        self.virtual = virtual
 
 
 def _field(rows: np.ndarray, at: int | np.ndarray, width: int) -> np.ndarray:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import h5py
@@ -45,6 +44,7 @@ __all__ = [
     "PIPELINE",
     "HeaderDamage",
     "PositionedReader",
+    "Record",
     "StoredHeader",
     "check_dataset_header",
     "check_header_bytes",
@@ -116,18 +116,45 @@ class ByteSource(Protocol):
 BYTE_SOURCES: list[Callable[[h5py.HLObject], ByteSource | None]] = []
 
 
+class Record:
+    """A plain record of named fields (its ``__slots__``), shown by name and value.
+
+    The records of the read path are written out by hand rather than made with
+    :mod:`dataclasses`, which compiles each class's methods when its module is
+    imported (a millisecond or two a class, paid by every process's first read)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
 class HeaderDamage(Exception):
     """What is wrong with a header's bytes (turned into CorruptDataError)."""
 
 
-@dataclass
-class _Header:
+class _Header(Record):
     """What the messages of one header say, as far as they were decoded."""
 
-    rank: int | None = None
-    element_size: int | None = None
-    fill_sizes: list[int] = field(default_factory=list)
-    chunk_element_size: int | None = None
+    rank: int | None
+    element_size: int | None
+    fill_sizes: list[int]
+    chunk_element_size: int | None
+
+    __slots__ = ("chunk_element_size", "element_size", "fill_sizes", "rank")
+
+    def __init__(
+        self,
+        rank: int | None = None,
+        element_size: int | None = None,
+        fill_sizes: list[int] | None = None,
+        chunk_element_size: int | None = None,
+    ) -> None:
+        self.rank = rank
+        self.element_size = element_size
+        self.fill_sizes = [] if fill_sizes is None else fill_sizes
+        self.chunk_element_size = chunk_element_size
 
 
 def check_dataset_header(group: h5py.Group, name: str) -> None:
@@ -247,8 +274,7 @@ def trust_dataset_header(group: h5py.Group, name: str) -> None:
         _KNOWN.add(key)
 
 
-@dataclass(frozen=True)
-class StoredHeader:
+class StoredHeader(Record):
     """Messages of an object header as the file holds them, and how to read further."""
 
     reader: PositionedReader
@@ -256,6 +282,20 @@ class StoredHeader:
     sizeof_size: int
     #: The first unshared message of each type asked for that the header holds.
     messages: dict[int, bytes]
+
+    __slots__ = ("messages", "reader", "sizeof_addr", "sizeof_size")
+
+    def __init__(
+        self,
+        reader: PositionedReader,
+        sizeof_addr: int,
+        sizeof_size: int,
+        messages: dict[int, bytes],
+    ) -> None:
+        self.reader = reader
+        self.sizeof_addr = sizeof_addr
+        self.sizeof_size = sizeof_size
+        self.messages = messages
 
 
 def stored_messages(group: h5py.Group, name: str, kinds: frozenset[int]) -> StoredHeader | None:

@@ -26,7 +26,6 @@ Only files opened read-only are read this way (see
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import h5py
 import numpy as np
@@ -39,6 +38,7 @@ from h5vc.hdf5.header import (
     LAYOUT,
     HeaderDamage,
     PositionedReader,
+    Record,
     StoredHeader,
     checksum,
     dataspace_dims,
@@ -80,8 +80,7 @@ _VIRTUAL_MESSAGES = frozenset((DATASPACE, DATATYPE, LAYOUT))
 _FEW_MAPPINGS = 8
 
 
-@dataclass(frozen=True)
-class Mappings:
+class Mappings(Record):
     """The blocks of every mapping: ``(n, 2, ndim)`` start and inclusive end
     coordinates, virtual and source side, and how many blocks each mapping has; and
     the distinct ``(source file, source dataset)`` names the mappings read from, as
@@ -91,7 +90,23 @@ class Mappings:
     source: np.ndarray
     counts: np.ndarray
     source_counts: np.ndarray
-    sources: frozenset[tuple[bytes, bytes]] = frozenset()
+    sources: frozenset[tuple[bytes, bytes]]
+
+    __slots__ = ("counts", "source", "source_counts", "sources", "virtual")
+
+    def __init__(
+        self,
+        virtual: np.ndarray,
+        source: np.ndarray,
+        counts: np.ndarray,
+        source_counts: np.ndarray,
+        sources: frozenset[tuple[bytes, bytes]] = frozenset(),
+    ) -> None:
+        self.virtual = virtual
+        self.source = source
+        self.counts = counts
+        self.source_counts = source_counts
+        self.sources = sources
 
     @classmethod
     def of(
@@ -117,8 +132,7 @@ class Mappings:
         )
 
 
-@dataclass(frozen=True)
-class StoredVirtual:
+class StoredVirtual(Record):
     """What the header of a virtual dataset says, read from the file's bytes: its
     mappings, its shape and its datatype message as stored (two datasets of one
     datatype message hold the same numbers)."""
@@ -129,7 +143,21 @@ class StoredVirtual:
     #: Whether the mapping list's checksum was verified here (as HDF5 verifies it
     #: when it opens the dataset): every list where HDF5's checksum function can be
     #: called, else short lists only.
-    checksum_verified: bool = False
+    checksum_verified: bool
+
+    __slots__ = ("checksum_verified", "datatype", "mappings", "shape")
+
+    def __init__(
+        self,
+        mappings: Mappings,
+        shape: tuple[int, ...],
+        datatype: bytes | None,
+        checksum_verified: bool = False,
+    ) -> None:
+        self.mappings = mappings
+        self.shape = shape
+        self.datatype = datatype
+        self.checksum_verified = checksum_verified
 
 
 class _Unknown(Exception):

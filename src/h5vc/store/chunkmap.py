@@ -13,8 +13,6 @@ written in one go is a handful of mappings instead of one per chunk.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 __all__ = ["ChunkMap", "Runs", "grid_shape"]
@@ -27,7 +25,6 @@ def grid_shape(shape: tuple[int, ...], chunks: tuple[int, ...]) -> tuple[int, ..
     return tuple(-(-n // c) for n, c in zip(shape, chunks))
 
 
-@dataclass(frozen=True, slots=True)
 class Runs:
     """Runs of a chunk map, as parallel arrays.
 
@@ -39,6 +36,17 @@ class Runs:
     coords: np.ndarray  # (n_runs, ndim) int64
     length: np.ndarray  # (n_runs,) int64
     slot: np.ndarray  # (n_runs,) int64
+
+    __slots__ = ("coords", "length", "slot")
+
+    def __init__(self, coords: np.ndarray, length: np.ndarray, slot: np.ndarray) -> None:
+        self.coords = coords
+        self.length = length
+        self.slot = slot
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
 
     def __len__(self) -> int:
         return len(self.length)

@@ -43,13 +43,13 @@ The planner reads nothing: :meth:`ReadPlanner.plan` is pure, so tests inspect pl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import h5py
 import numpy as np
 
 import h5vc.config as config
+from h5vc.hdf5.header import Record
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.vds import source_name
 
@@ -128,8 +128,7 @@ Extent = tuple[int, int, bool]
 Path = Literal["virtual", "block", "pieces", "engine"]
 
 
-@dataclass(frozen=True, slots=True)
-class Pieces:
+class Pieces(Record):
     """Pieces of a box, one per run of chunks and chunk column, as parallel arrays:
     ``raw_data[src : src + count]`` goes to ``result[dst : dst + count]`` (rows of
     shape ``(n, ndim)``), or the fill value where ``fill`` is set."""
@@ -139,21 +138,50 @@ class Pieces:
     count: np.ndarray
     fill: np.ndarray
 
+    __slots__ = ("count", "dst", "fill", "src")
+
+    def __init__(
+        self,
+        src: np.ndarray,
+        dst: np.ndarray,
+        count: np.ndarray,
+        fill: np.ndarray,
+    ) -> None:
+        self.src = src
+        self.dst = dst
+        self.count = count
+        self.fill = fill
+
     def __len__(self) -> int:
         return len(self.fill)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadPlan:
+class ReadPlan(Record):
     """How one read is served: ``path``, ``reason`` (in words, for people and tests),
     the selected ``box`` (empty for the engine), the ``raw_data`` slot of the run a
     ``block`` lies in, and the ``pieces`` of a ``pieces`` read."""
 
     path: Path
     reason: str
-    box: tuple[Extent, ...] = ()
-    slot: int = -1
-    pieces: Pieces | None = None
+    box: tuple[Extent, ...]
+    slot: int
+    pieces: Pieces | None
+
+    __slots__ = ("box", "path", "pieces", "reason", "slot")
+
+    def __init__(
+        self,
+        path: Path,
+        reason: str,
+        box: tuple[Extent, ...] = (),
+        slot: int = -1,
+        pieces: Pieces | None = None,
+    ) -> None:
+        self.path = path
+        self.reason = reason
+        self.box = box
+        self.slot = slot
+        self.pieces = pieces
 
     @property
     def shape(self) -> tuple[int, ...]:

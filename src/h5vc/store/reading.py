@@ -16,10 +16,10 @@ dominates when a read is split into many runs of chunks).
 
 from __future__ import annotations
 
+import copy
 import math
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import h5py
@@ -36,6 +36,7 @@ from h5vc.hdf5.header import (
     PIPELINE,
     HeaderDamage,
     PositionedReader,
+    Record,
     check_header_bytes,
     checked_messages,
     checksum,
@@ -304,8 +305,7 @@ class CommittedReader:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class SmallReads:
+class SmallReads(Record):
     """A committed dataset whose small reads HDF5 serves as its chunk map would (see
     :func:`small_reads`): its shape, item size, the name of the ``raw_data`` it maps
     and, for a dataset mapped as one block from a mapping list whose checksum was
@@ -315,13 +315,33 @@ class SmallReads:
     shape: tuple[int, ...]
     itemsize: int
     source: str
-    raw_data: h5py.h5d.DatasetID | None = None
-    dtype: np.dtype | None = None
-    offset: tuple[int, ...] = ()
+    raw_data: h5py.h5d.DatasetID | None
+    dtype: np.dtype | None
+    offset: tuple[int, ...]
     #: Mapped in more than :data:`~h5vc.store.planner.HDF5_READ_BLOCKS` blocks: HDF5
     #: serves the first read only (it looks at every block on every read; later
     #: reads go through the chunk map).
-    once: bool = False
+    once: bool
+
+    __slots__ = ("dtype", "itemsize", "offset", "once", "raw_data", "shape", "source")
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        itemsize: int,
+        source: str,
+        raw_data: h5py.h5d.DatasetID | None = None,
+        dtype: np.dtype | None = None,
+        offset: tuple[int, ...] = (),
+        once: bool = False,
+    ) -> None:
+        self.shape = shape
+        self.itemsize = itemsize
+        self.source = source
+        self.raw_data = raw_data
+        self.dtype = dtype
+        self.offset = offset
+        self.once = once
 
 
 def small_reads(
@@ -476,8 +496,10 @@ class FileView:
         self.filename = filename
         self._links: dict[int, dict[str, int] | None] = {}
         self._paths: dict[str, int | None] = {"/": root}
-        #: The file's root group (HDF5 looks up links of groups not read here).
+        #: The file's root group (HDF5 looks up links of groups not read here),
+        #: opened from :attr:`_file` when first needed.
         self._root_group: h5py.h5g.GroupID | None = None
+        self._file: h5py.h5f.FileID | None = None
         self._stores: dict[bytes, tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None] = {}
         self._datasets: dict[int, _Dataset | None] = {}
         self._headers: dict[int, Header] = {}
@@ -497,6 +519,14 @@ class FileView:
         root_group = h5py.h5g.open(file.id, b"/")
         view = cls(file_bytes, int(h5py.h5o.get_info(root_group).addr), filename)
         view._root_group = root_group
+        return view
+
+    def over(self, file: h5py.File | None) -> FileView:
+        """This view for another handle of the same bytes (opened since, read-only):
+        what was read is shared, HDF5's lookups go through ``file`` (None: no
+        handle; such a view is only copied)."""
+        view = copy.copy(self)  # the same map and dictionaries
+        view._root_group, view._file = None, None if file is None else file.id
         return view
 
     def close(self) -> None:
@@ -530,8 +560,11 @@ class FileView:
                 found = links.get(name)
             else:  # one link lookup by HDF5 (reading a large group's links costs more)
                 try:
-                    assert self._root_group is not None
-                    info = self._root_group.links.get_info(path.encode())
+                    root_group = self._root_group
+                    if root_group is None:
+                        assert self._file is not None
+                        root_group = self._root_group = h5py.h5g.open(self._file, b"/")
+                    info = root_group.links.get_info(path.encode())
                     found = int(info.u) if info.type == h5py.h5l.TYPE_HARD else None
                 except (KeyError, RuntimeError, ValueError):
                     found = None

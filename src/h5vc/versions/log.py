@@ -6,7 +6,7 @@ import bisect
 import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
@@ -15,6 +15,9 @@ from h5vc.errors import VersionNotFoundError
 from h5vc.hdf5.damage import damaged
 from h5vc.store import layout, timeindex
 from h5vc.versions.timestamps import attr_str, read_timestamp
+
+if TYPE_CHECKING:
+    from h5vc.versions.reading import KnownRoot
 
 __all__ = ["VersionInfo", "VersionLog", "log_entry", "scalar_integer_bytes"]
 
@@ -56,15 +59,20 @@ class VersionLog:
         version_data: h5py.Group | None = None,
         *,
         keep_opened: bool = False,
+        known: KnownRoot | None = None,
     ):
         """``keep_opened``: keep the group of the version last checked open for
-        :meth:`group` (a read-only file: no version group is deleted under it)."""
+        :meth:`group` (a read-only file: no version group is deleted under it).
+        ``known``: what was read of a read-only file's bytes as they are now, by
+        this handle or an earlier one (the versions found committed and their
+        metadata are shared with it)."""
         self._group = versions_group
         self._keep_opened = keep_opened
         self._version_data = version_data
-        self._infos: dict[str, VersionInfo] = {}
+        self._infos: dict[str, VersionInfo] = {} if known is None else known.infos
         #: Names known to be committed whose metadata has not been read yet.
-        self._committed: set[str] = set()
+        self._committed: set[str] = set() if known is None else known.committed
+        self._known = known is not None
         self._by_time: list[tuple[np.datetime64, str]] | None = None
         #: The group of the version last found committed by ``in``, opened to read
         #: its marker: what :meth:`group` hands out next instead of opening it again.
@@ -83,7 +91,23 @@ class VersionLog:
         opened, self._opened = self._opened, None
         if opened is not None and opened[0] == name and opened[1].valid:
             return h5py.Group(opened[1])
+        try:  # one HDF5 call (h5py's lookup by name makes several)
+            found = h5py.h5o.open(self._group.id, name.encode())
+        except Exception:  # h5py's way below says what is wrong
+            found = None
+        if isinstance(found, h5py.h5g.GroupID):
+            return h5py.Group(found)
         return self._group[name]
+
+    def opened(self, name: str) -> h5py.Group | None:
+        """:meth:`group` of version ``name`` (checked with ``in`` first), or None in a
+        file read with ``known`` where the group is not open now: HDF5 opened it in
+        the file's bytes as they are now, by this handle or an earlier one, to read
+        its marker, and the caller opens it when first used."""
+        opened = self._opened
+        if self._known and (opened is None or opened[0] != name) and name in self._committed:
+            return None
+        return self.group(name)
 
     def _load_all(self) -> list[tuple[np.datetime64, str]]:
         if self._by_time is None:

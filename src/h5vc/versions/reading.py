@@ -39,12 +39,94 @@ from h5vc.remote import open_private, stream_descriptor
 if TYPE_CHECKING:
     from h5vc.versions.state import FileState
 
-__all__ = ["ReadGuard", "file_of", "guard_for", "offer", "reads", "withdraw"]
+__all__ = [
+    "Generation",
+    "KnownRoot",
+    "ReadGuard",
+    "file_of",
+    "guard_for",
+    "offer",
+    "reads",
+    "withdraw",
+]
 
 #: HDF5 drivers of handles whose file h5vc can lock and open again by name.
 _LOCAL_DRIVERS = frozenset({"sec2", "stdio", "direct"})
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Generation:
+    """What was read of one read-only file's bytes as they are between two commit
+    points, kept across its handles: a process opening an unchanged file again
+    (``h5vc.open`` in a loop, a file cache reopening it) does not read and parse
+    again what a handle opened before read of it. Found by the file's
+    :attr:`~h5vc.durable.files.ReadLock.content_key` under its read lock (see
+    :func:`generation_of`); what it holds is pure data of those bytes: the view of
+    them (:class:`~h5vc.store.reading.FileView`) and, per versioned root
+    (:meth:`root`), the versions found committed, the refs, ``data_version``."""
+
+    __slots__ = ("_roots", "key", "view")
+
+    def __init__(self, key: tuple[Any, ...]):
+        self.key = key
+        #: The view of the file's bytes: a FileView, None where there is none, or
+        #: False until one was made.
+        self.view: Any = False
+        self._roots: dict[str, KnownRoot] = {}
+
+    def root(self, name: str) -> KnownRoot:
+        """What was read of the versioned root ``name`` (a path in the file)."""
+        found = self._roots.get(name)
+        if found is None:
+            found = self._roots.setdefault(name, KnownRoot())
+        return found
+
+
+class KnownRoot:
+    """What was read of one versioned root of a :class:`Generation` of a file."""
+
+    __slots__ = ("committed", "data_version", "infos", "refs")
+
+    def __init__(self) -> None:
+        #: Names of versions found committed.
+        self.committed: set[str] = set()
+        #: Metadata of versions read, by name.
+        self.infos: dict[str, Any] = {}
+        #: ``(refs by kind, current branch)`` once read.
+        self.refs: tuple[dict[str, dict[str, str]], str | None] | None = None
+        self.data_version: int | None = None
+
+
+#: The last :class:`Generation` of each file read, by (device, inode), oldest first.
+_GENERATIONS: dict[tuple[Any, ...], Generation] = {}
+_GENERATIONS_MUTEX = threading.Lock()
+#: Files whose last generation is kept (their maps stay open while kept).
+KEPT_GENERATIONS = 8
+
+
+def generation_of(lock: ReadLock) -> Generation | None:
+    """The :class:`Generation` of the file of ``lock`` as it is in the block of it under
+    way (a new one if it changed since the last one was kept); None where its stamp
+    cannot tell a change (:attr:`~h5vc.durable.files.ReadLock.content_key`)."""
+    key = lock.content_key
+    if key is None:
+        return None
+    identity = key[:2]
+    with _GENERATIONS_MUTEX:
+        found = _GENERATIONS.pop(identity, None)
+        if found is None or found.key != key:
+            found = Generation(key)
+        _GENERATIONS[identity] = found  # the newest last
+        while len(_GENERATIONS) > KEPT_GENERATIONS:
+            _GENERATIONS.pop(next(iter(_GENERATIONS)))
+    return found
+
+
+def forget_generations() -> None:
+    """Forget every kept :class:`Generation` (their maps close once unused)."""
+    with _GENERATIONS_MUTEX:
+        _GENERATIONS.clear()
 
 
 #: Private handles opened by :func:`h5vc.open` under a read lock, by HDF5 file number:
@@ -133,6 +215,11 @@ class ReadGuard:
         self.root: h5py.Group | None = None
         self._lock = lock
         self._close_file: Callable[[], None] | None = None
+        #: What is known of the file's bytes as the private handle read them (None:
+        #: nothing kept, the stamp could not tell); set with every (re)load.
+        self.kept: Generation | None = None
+        #: Its part of this root (see :meth:`Generation.root`).
+        self.known: KnownRoot | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
         #: The lock was handed over held (see :func:`offer`, :func:`guard_for`): the
@@ -216,14 +303,30 @@ class ReadGuard:
             if self._holders or self._close_file is None:
                 return
             close, self._close_file = self._close_file, None
+            self.kept = self.known = None
             close()
             state = None if self._state is None else self._state()
             if state is not None:
                 state.invalidate()
 
+    def _know(self, file: h5py.File) -> None:
+        """Find what is known of the file as it is in this read (see :class:`Generation`),
+        ``file`` being the private handle just opened: nothing unless it reads the
+        very file the lock stamps (not one put in its place since the lock was made)."""
+        self.kept = self.known = None
+        fd = stream_descriptor(file)
+        if fd is None:
+            return
+        info = os.fstat(fd)
+        generation = generation_of(self._lock)
+        if generation is not None and generation.key[:2] == (info.st_dev, info.st_ino):
+            self.kept = generation
+            self.known = generation.root(self.root_name)
+
     def _adopted(self) -> None:
         """Read through the anchor (h5vc's own private handle, see ``adopt``): the
         state is loaded from it; it is not closed here (its opener closes it)."""
+        self._know(file_of(self.anchor))
         state = None if self._state is None else self._state()
         if state is not None and self._reload is not None:
             self._reload(state, self.anchor)
@@ -234,12 +337,14 @@ class ReadGuard:
         """Read the file anew (under the lock): a new private handle, the state
         reloaded from it, the old handle closed."""
         file, close = open_private(self.path)
+        self._know(file)
         try:
             root = file if self.root_name == "/" else file[self.root_name]
             state = None if self._state is None else self._state()
             if state is not None and self._reload is not None:
                 self._reload(state, root)
         except BaseException:
+            self.kept = self.known = None
             close()
             raise
         old, self._close_file = self._close_file, close
@@ -251,6 +356,7 @@ class ReadGuard:
         """Close the private handle and the lock's descriptor."""
         close, self._close_file = self._close_file, None
         self.root = None
+        self.kept = self.known = None
         if close is not None:
             close()
         self._lock.close()

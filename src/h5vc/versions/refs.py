@@ -7,6 +7,7 @@ they are stored by :mod:`h5vc.store.refattrs` (one attribute each).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import h5py
 
@@ -18,6 +19,9 @@ from h5vc.errors import (
     TagImmutableError,
 )
 from h5vc.store import refattrs
+
+if TYPE_CHECKING:
+    from h5vc.versions.reading import KnownRoot
 
 __all__ = ["BRANCH", "TAG", "Refs", "check_ref_format"]
 
@@ -78,17 +82,28 @@ def check_ref_format(kind: str, name: object) -> str:
 class Refs:
     """The branches and tags of one versioned root, read once and kept in memory."""
 
-    def __init__(self, versions_group: h5py.Group):
+    def __init__(self, versions_group: h5py.Group, *, known: KnownRoot | None = None):
+        """``known``: what was read of a read-only file's bytes as they are now, by
+        this handle or an earlier one (the refs are read once for all of them)."""
         self._group = versions_group
         self._refs: dict[str, dict[str, str]] | None = None
         self._current: str | None = None
+        self._known = known
 
     def reload(self) -> None:
         self._refs = None
+        self._known = None
 
     def _load(self) -> dict[str, dict[str, str]]:
         if self._refs is None:
-            self._refs, self._current = refattrs.read_refs(self._group)
+            known = self._known
+            if known is not None and known.refs is not None:
+                refs, self._current = known.refs
+            else:
+                refs, self._current = refattrs.read_refs(self._group)
+                if known is not None:
+                    known.refs = ({kind: dict(r) for kind, r in refs.items()}, self._current)
+            self._refs = {kind: dict(r) for kind, r in refs.items()}
         return self._refs
 
     # -- reading ------------------------------------------------------------------

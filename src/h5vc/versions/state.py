@@ -141,7 +141,14 @@ class FileState:
                     root, format_timestamp(now()), data_version or layout.DATA_VERSION_H5VC
                 )
             self.version_data, self.versions = tree.open_layout(root, self.filename)
-            self.data_version = _data_version(self.versions)
+            # A read-only file read before as it is now: what was read then holds.
+            known = None if self.guard is None else self.guard.known
+            if known is None or known.data_version is None:
+                self.data_version = _data_version(self.versions)
+                if known is not None:
+                    known.data_version = self.data_version
+            else:
+                self.data_version = known.data_version
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -150,10 +157,12 @@ class FileState:
                 f"{sorted(layout.READABLE_DATA_VERSIONS)}."
                 + (" It was written by a newer h5vc: upgrade h5vc." if newer else "")
             )
-        self.log = VersionLog(self.versions, self.version_data, keep_opened=not self.writable)
+        self.log = VersionLog(
+            self.versions, self.version_data, keep_opened=not self.writable, known=known
+        )
         #: Appends committed versions to the time index (keeps its columns open).
         self.time_index = timeindex.IndexAppender(self.version_data)
-        self.refs = Refs(self.versions)
+        self.refs = Refs(self.versions, known=known)
         #: The chunk stores, the store choice and the undo list (they hold no strong
         #: reference to the state: it is freed once unused, as the registry expects).
         self.stores = ChunkStores(

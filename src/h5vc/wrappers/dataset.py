@@ -259,7 +259,7 @@ class CommittedDataset(_DatasetBase):
         fillvalue: Any = None,
         state: FileState,
         mappings: Mappings | None = None,
-        parent: h5py.Group | None = None,
+        parent: h5py.Group | Callable[[], h5py.Group] | None = None,
         stored: StoredVirtual | None = None,
     ):
         self._version = version
@@ -278,7 +278,7 @@ class CommittedDataset(_DatasetBase):
         dataset: h5py.Dataset | None,
         loaded: tuple[ChunkMap, h5py.Dataset, Any] | None,
         mappings: Mappings | None,
-        parent: h5py.Group | None = None,
+        parent: h5py.Group | Callable[[], h5py.Group] | None = None,
         stored: StoredVirtual | None = None,
     ) -> None:
         if dataset is None and parent is None:
@@ -312,13 +312,12 @@ class CommittedDataset(_DatasetBase):
                 self._current()  # the file changed since the view was made: start anew
                 dataset = self._opened
                 if dataset is None:
-                    assert self._parent is not None
                     # Mappings known were checked in this generation of the file.
                     dataset, stored = open_member(
                         self._state,
                         self._version,
                         self._path,
-                        self._parent,
+                        self._parent_group(),
                         checked=self._mappings is not None,
                     )
                     self._opened, self._parent = dataset, None
@@ -326,6 +325,14 @@ class CommittedDataset(_DatasetBase):
                         self._mappings = stored.mappings
                         self._stored = stored
         return dataset
+
+    def _parent_group(self) -> h5py.Group:
+        """The group holding the dataset (not opened yet: ``_parent`` opens it)."""
+        parent = self._parent
+        assert parent is not None
+        if not isinstance(parent, h5py.Group):
+            parent = self._parent = parent()
+        return parent
 
     def _parts(self) -> tuple[ChunkMap, h5py.Dataset, Any]:
         """The chunk map, raw_data and fill value, found in the file on first use."""
@@ -462,8 +469,7 @@ class CommittedDataset(_DatasetBase):
         if self._stored is None and self._opened is None and self._mappings is None:
             # What its header says, read from the file's bytes (of a file open
             # read-only), its mappings checked: HDF5 need not open it.
-            assert self._parent is not None
-            self._stored = read_header(self._state, self._version, self._path, self._parent)
+            self._stored = read_header(self._state, self._version, self._path, self._parent_group())
             if self._stored is not None:
                 self._mappings = self._stored.mappings
         if self._stored is None:
@@ -471,8 +477,7 @@ class CommittedDataset(_DatasetBase):
         stored, self._stored = self._stored, None
         self._small_found = True
         if stored is not None:
-            where = self._opened if self._opened is not None else self._parent
-            assert where is not None
+            where = self._opened if self._opened is not None else self._parent_group()
             small = small_reads(
                 stored,
                 h5py.h5i.get_file_id(where.id),
@@ -535,14 +540,13 @@ class CommittedDataset(_DatasetBase):
         self._read_only()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        where = self._opened if self._opened is not None else self._parent
-        assert where is not None
+        where = self._opened if self._opened is not None else self._parent_group()
         root = where.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
         return (_reopen_committed, (self._state.filename, root, self._version, self._path))
 
 
 #: The view of the file's bytes of each read-only state (see :func:`file_view`).
-_VIEWS: weakref.WeakKeyDictionary[FileState, tuple[int, int, FileView | None, str]] = (
+_VIEWS: weakref.WeakKeyDictionary[FileState, tuple[int, int, FileView | None, str, bool]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -558,11 +562,21 @@ def file_view(state: FileState) -> tuple[FileView, str] | None:
     if cached is not None and cached[0] == id(root) and cached[1] == state.generation:
         view = cached[2]
         return None if view is None else (view, cached[3])
-    if cached is not None and cached[2] is not None:
+    if cached is not None and cached[2] is not None and not cached[4]:
         cached[2].close()
-    view = FileView.of(file_of(root), state.filename)
+    # The file as an earlier handle read it (the same bytes): that handle's view.
+    kept = state.guard.kept
+    file = file_of(root)
+    if kept is None:
+        view = FileView.of(file, state.filename)
+    else:
+        if kept.view is False:
+            made = FileView.of(file, state.filename)
+            # Kept without this handle (each user gets a copy over its own).
+            kept.view = None if made is None else made.over(None)
+        view = None if kept.view is None else kept.view.over(file)
     versions = state.versions.name or ""
-    _VIEWS[state] = (id(root), state.generation, view, versions)
+    _VIEWS[state] = (id(root), state.generation, view, versions, kept is not None)
     return None if view is None else (view, versions)
 
 
@@ -573,11 +587,16 @@ def _stores_prefix(state: FileState) -> str:
 
 def known_view(state: FileState) -> tuple[FileView, str] | None:
     """:func:`file_view` of ``state`` if it was made for its current handle and
-    generation already (nothing is read: usable outside a read)."""
+    generation already, by this handle or an earlier one of the same bytes (nothing
+    is read: usable outside a read)."""
     cached = _VIEWS.get(state)
-    if cached is None or cached[2] is None or cached[1] != state.generation:
-        return None
-    if cached[0] != id(state.root):
+    if cached is None or cached[1] != state.generation or cached[0] != id(state.root):
+        guard = state.guard
+        kept = None if guard is None or state.writable else guard.kept
+        if kept is None or not kept.view:
+            return None
+        return file_view(state)  # that view, over this handle: nothing to read
+    if cached[2] is None:
         return None
     return cached[2], cached[3]
 
@@ -697,11 +716,12 @@ def open_committed_dataset(
     state: FileState,
     version: str,
     path: str,
-    parent: h5py.Group,
+    parent: h5py.Group | Callable[[], h5py.Group],
     stored: StoredVirtual | None = None,
 ) -> CommittedDataset:
     """The read-only view of dataset ``path`` of committed ``version``, a member of
-    ``parent`` (``stored``: what its header says, read from the file's bytes): HDF5
+    ``parent`` (or of the group a call of it opens, when first needed; ``stored``:
+    what its header says, read from the file's bytes): HDF5
     opens it, and its chunk map and chunk store are found, when first needed."""
     return CommittedDataset(
         None, version=version, path=path, state=state, parent=parent, stored=stored

@@ -35,6 +35,7 @@ from h5vc.wrappers.dataset import (
     StagedDataset,
     coerce_value,
     default_fill,
+    file_view,
     known_view,
     open_committed_dataset,
     opening_member,
@@ -225,10 +226,12 @@ class CommittedGroup(_GroupBase):
         self,
         state: FileState,
         version: str,
-        group: h5py.Group,
+        group: h5py.Group | None,
         path: str = "",
         views: CommittedViews | None = None,
     ):
+        """``group`` None: the group is opened on first use (a version found
+        committed in the bytes the file has now, whose group HDF5 opened then)."""
         self._state = state
         self._views = CommittedViews(state) if views is None else views
         self._version = version
@@ -236,14 +239,15 @@ class CommittedGroup(_GroupBase):
         self._generation = state.generation
         self._take(group)
 
-    def _take(self, group: h5py.Group) -> None:
+    def _take(self, group: h5py.Group | None) -> None:
         self._group_obj = group
         # versioned-hdf5 shows prev_version, committed and timestamp on a version;
         # h5vc's own message and author stay behind version_info().
         path, version = self._path, self._version
         hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
-        self._attrs = CommittedAttributes(group.attrs, hidden, where, live=self._live_attrs)
+        attrs = None if group is None else group.attrs
+        self._attrs = CommittedAttributes(attrs, hidden, where, live=self._live_attrs)
 
     @contextlib.contextmanager
     def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
@@ -255,13 +259,16 @@ class CommittedGroup(_GroupBase):
         """The group in the file, opened anew if the file's objects changed since (the
         version's tree may have been rebuilt); raises if the version is gone."""
         state = self._state
-        if state.generation != self._generation:
+        if state.generation != self._generation or self._group_obj is None:
             with state.reading():
                 generation = state.generation
-                root = reopen_version(state, self._version, f"The group {self.name!r}")
-                self._take(root[self._path] if self._path else root)
-                self._generation = generation
-        return self._group_obj
+                if generation != self._generation or self._group_obj is None:
+                    root = reopen_version(state, self._version, f"The group {self.name!r}")
+                    self._take(root[self._path] if self._path else root)
+                    self._generation = generation
+        group = self._group_obj
+        assert group is not None
+        return group
 
     @property
     def _group(self) -> h5py.Group:
@@ -323,8 +330,10 @@ class CommittedGroup(_GroupBase):
         kinds = view.known_kinds(f"{where}/{self._path}" if self._path else where)
         if kinds is None or not kinds.get(name):
             return None
+        # The group holding it is opened when the dataset needs it (a first read
+        # from the file's bytes does not).
         return open_committed_dataset(
-            state, self._version, _join(self._path, name), self._group_obj
+            state, self._version, _join(self._path, name), self._group_obj or self._current
         )
 
     def _open_child(self, name: str) -> CommittedGroup | CommittedDataset | CommittedColumn:
@@ -338,7 +347,11 @@ class CommittedGroup(_GroupBase):
                 f"{self._version!r}: no such member"
             )
 
-        found = known_view(state)  # made by a first read (opening the map costs more)
+        # Made by a first read (opening the map costs more than a lookup), or made
+        # now where it is kept for later handles of the same bytes.
+        found = known_view(state)
+        if found is None and state.guard is not None and state.guard.kept is not None:
+            found = file_view(state)
         if found is not None:
             view, versions = found
             # The kind of object from its header in the file's bytes.
