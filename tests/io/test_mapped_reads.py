@@ -137,9 +137,10 @@ def test_the_datasets_of_a_file_share_its_map(tmp_path: Path) -> None:
 
 
 def test_a_file_cut_by_another_program_after_mapping_raises(tmp_path: Path) -> None:
-    """Another program cuts the file while a reader has it mapped: the next read of the
-    cut bytes raises (positioned reads report them missing) instead of killing the
-    process with SIGBUS. Run in a forked child, whose death the parent sees."""
+    """Another program cuts the file while a reader has it mapped, after the read's
+    lock saw the file unchanged: the read of the cut bytes raises (positioned reads
+    report them missing) instead of killing the process with SIGBUS. Run in a forked
+    child, whose death the parent sees."""
     path = tmp_path / "f.h5"
     write_versions(path, (8, 10))
     with h5py.File(path, "r") as f:
@@ -175,3 +176,21 @@ def test_a_file_cut_by_another_program_after_mapping_raises(tmp_path: Path) -> N
     _, status = os.waitpid(pid, 0)
     assert not os.WIFSIGNALED(status), f"the reader died of signal {os.WTERMSIG(status)}"
     assert os.WEXITSTATUS(status) == 0
+
+
+def test_the_map_of_file_bytes_says_when_the_file_was_cut(tmp_path: Path) -> None:
+    """First reads copy rows from the map of the file's bytes only while the file is
+    as long as the map (else HDF5 reads, and reports the bytes missing)."""
+    from h5vc.hdf5.filebytes import FileBytes
+
+    path = tmp_path / "f.h5"
+    write_versions(path, (8, 10))
+    with h5py.File(path, "r") as f:
+        file_bytes = FileBytes.of(f)
+        assert file_bytes is not None and not file_bytes.cut()
+        os.truncate(path, len(file_bytes.map) - 4096)
+        assert file_bytes.cut()
+        os.truncate(path, len(file_bytes.map) + 4096)  # longer: every mapped byte is there
+        assert not file_bytes.cut()
+        file_bytes.close()
+        assert file_bytes.cut()  # unmapped: nothing to read either

@@ -181,6 +181,16 @@ class FileBytes:
         except (Unreadable, OSError, ValueError):
             return None
 
+    def cut(self) -> bool:
+        """True if the file is now shorter than the map: another program cut it. Its
+        missing pages would kill the process (SIGBUS) when read instead of raising,
+        so the map's bytes are not to be read then. (The map keeps a descriptor of
+        its own: this holds after the handle it was made from closed.)"""
+        try:
+            return self.map.size() < len(self.map)
+        except (OSError, ValueError):  # unmapped, or its descriptor gone
+            return True
+
     def close(self) -> None:
         """Unmap the file (left to the garbage collector while an array read from it
         is still referenced, by a traceback for instance)."""
