@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -103,7 +103,9 @@ def prefetch(func: Callable[[T], R], items: Iterable[T], ahead: int = 1) -> Iter
         yield pending.popleft().result()
 
 
-def run_ahead(func: Callable[[T], R], items: Iterable[T], threads: int, limit: int) -> Iterator[R]:
+def run_ahead(
+    func: Callable[[T], R], items: Iterable[T], threads: int, limit: int
+) -> Generator[R, None, None]:
     """``func(item)`` for every item, results in order, computed by ``threads`` threads
     of the pool and by the caller's thread while it waits.
 

@@ -261,3 +261,50 @@ def test_failure_gathering_on_either_thread_commits_nothing(
         assert "v2" not in vf.versions
         np.testing.assert_array_equal(vf["v1"]["x"][:], first)
         assert len(stored_rows(vf)[1]) == 25
+
+
+def test_a_failed_write_stops_the_gathering(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When writing a batch fails, store_array raises only once no batch is being
+    gathered any more, and none is gathered afterwards."""
+    import h5py
+
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: 3)
+    gather = rawdata._gather
+    lock = threading.Lock()
+    running = 0
+    calls = 0
+
+    def slow(*args):
+        nonlocal running, calls
+        with lock:
+            running += 1
+            calls += 1
+        try:
+            time.sleep(0.005)
+            return gather(*args)
+        finally:
+            with lock:
+                running -= 1
+
+    place = rawdata._BatchWriter.place
+    placed = 0
+
+    def failing(self, *args):
+        nonlocal placed
+        placed += 1
+        if placed == 2:
+            raise OSError("disk full")
+        return place(self, *args)
+
+    monkeypatch.setattr(rawdata, "_gather", slow)
+    monkeypatch.setattr(rawdata._BatchWriter, "place", failing)
+    values = np.random.default_rng(4).random((64, 64))
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        store = rawdata.RawDataStore.create(f, "x", dtype=np.dtype("f8"), chunks=(8, 8))
+        with pytest.raises(OSError, match="disk full"):
+            store.store_array(values)
+        with lock:
+            assert running == 0
+            seen = calls
+        time.sleep(0.05)
+        assert calls == seen <= 2 + 5  # the batches written and at most workers + 2 ahead

@@ -454,23 +454,26 @@ class RawDataStore:
         # than the copy into them.
         spare: collections.deque[np.ndarray] = collections.deque()
         recycle = self.pipeline is None
+        gathered = run_ahead(
+            lambda blocks: _gather(values, chunks, fill, blocks, spare),
+            jobs,
+            threads=workers - 1,
+            limit=workers + 2,
+        )
         try:
-            for blocks, batch, stacked, digests, buffer in run_ahead(
-                lambda blocks: _gather(values, chunks, fill, blocks, spare),
-                jobs,
-                threads=workers - 1,
-                limit=workers + 2,
-            ):
-                placed = np.empty(len(batch), dtype=np.int64)
-                writer.place(batch, digests, stacked, placed)
-                if recycle and buffer is not None:
-                    spare.append(buffer)
-                del batch, stacked
-                offset = 0
-                for column, first, last in blocks:
-                    where: tuple[slice | int, ...] = (slice(first, last), *column)
-                    slots[where] = placed[offset : offset + last - first]
-                    offset += last - first
+            # Closed however the loop is left: no batch is gathered once this returns.
+            with contextlib.closing(gathered):
+                for blocks, batch, stacked, digests, buffer in gathered:
+                    placed = np.empty(len(batch), dtype=np.int64)
+                    writer.place(batch, digests, stacked, placed)
+                    if recycle and buffer is not None:
+                        spare.append(buffer)
+                    del batch, stacked
+                    offset = 0
+                    for column, first, last in blocks:
+                        where: tuple[slice | int, ...] = (slice(first, last), *column)
+                        slots[where] = placed[offset : offset + last - first]
+                        offset += last - first
             writer.finish()
         finally:
             self._unwritten.clear()  # written by finish(); else dropped with the failure
