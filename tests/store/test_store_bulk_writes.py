@@ -308,3 +308,42 @@ def test_a_failed_write_stops_the_gathering(tmp_path, monkeypatch: pytest.Monkey
             seen = calls
         time.sleep(0.05)
         assert calls == seen <= 2 + 5  # the batches written and at most workers + 2 ahead
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_batches_gathered_ahead_of_the_writes_stay_bounded(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, cores: int
+) -> None:
+    """Every batch gathered holds a buffer: at most ``workers + 2`` are gathered past
+    the batch being written, however slow the writes."""
+    import h5py
+
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: cores)
+    gather, place = rawdata._gather, rawdata._BatchWriter.place
+    lock = threading.Lock()
+    started = 0
+    ahead = []
+
+    def counting(*args):
+        nonlocal started
+        with lock:
+            started += 1
+        return gather(*args)
+
+    def slow(self, batch, *args):
+        time.sleep(0.002)  # the gathering threads run ahead as far as they may
+        with lock:
+            ahead.append(started - len(ahead) - 1)  # past the batch being written
+        return place(self, batch, *args)
+
+    monkeypatch.setattr(rawdata, "_gather", counting)
+    monkeypatch.setattr(rawdata._BatchWriter, "place", slow)
+    values = np.random.default_rng(6).random((96, 40))
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        store = rawdata.RawDataStore.create(f, "x", dtype=np.dtype("f8"), chunks=(8, 8))
+        slots = store.store_array(values)
+        np.testing.assert_array_equal(store.raw_data[()][:8, :8], values[:8, :8])
+    assert len(ahead) > 4 and (slots >= 0).all()
+    assert max(ahead) <= cores + 2
+    if cores == 1:
+        assert max(ahead) == 0  # gathered on the writing thread, one at a time
