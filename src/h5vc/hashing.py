@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -33,6 +34,7 @@ __all__ = [
     "fill_item",
     "may_be_fill",
     "prefetch",
+    "run_ahead",
 ]
 
 T = TypeVar("T")
@@ -40,8 +42,8 @@ R = TypeVar("R")
 
 #: Bytes per batch of :func:`hash_in_batches`: smaller writes are hashed inline;
 #: larger ones hash the next batches on background threads (hashlib releases the GIL
-#: while hashing: SHA-256 runs at about 1.4 GB/s a core here) while the caller writes
-#: the current one.
+#: while hashing: SHA-256 runs at about 1.4 GB/s a core with the CPU's SHA
+#: instructions, about 210 MB/s without) while the caller writes the current one.
 HASH_BATCH_BYTES = config.HASH_BATCH_BYTES
 _POOL: ThreadPoolExecutor | None = None
 _POOL_PID = 0
@@ -80,10 +82,12 @@ def _pool() -> ThreadPoolExecutor:
     if _POOL is None or os.getpid() != _POOL_PID:
         from concurrent.futures import ThreadPoolExecutor
 
-        # Each caller keeps at most ``ahead`` items in flight, so the default size of the
-        # pool (a few threads more than cores, started as needed) never limits it.  A
-        # forked child gets a pool of its own: it has none of its parent's threads, and
-        # the parent's pool, counting its idle ones, would never start one.
+        # Each caller keeps at most ``ahead`` items in flight (run_ahead: one thread per
+        # core but one), so the default size of the pool (a few threads more than
+        # cores, started as needed) never limits it; run_ahead's caller computes items
+        # itself when no thread of the pool is free.  A forked child gets a pool of its
+        # own: it has none of its parent's threads, and the parent's pool, counting its
+        # idle ones, would never start one.
         _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")
         _POOL_PID = os.getpid()
     return _POOL
@@ -104,6 +108,116 @@ def prefetch(func: Callable[[T], R], items: Iterable[T], ahead: int = 1) -> Iter
             yield pending.popleft().result()
     while pending:
         yield pending.popleft().result()
+
+
+def run_ahead(
+    func: Callable[[T], R], items: Iterable[T], threads: int, limit: int
+) -> Generator[R, None, None]:
+    """``func(item)`` for every item, results in order, computed by ``threads`` threads
+    of the pool and by the caller's thread while it waits.
+
+    Each thread takes the next item as soon as it is done with one, whatever the
+    caller is doing, so the cores stay busy while the caller works on a result (the
+    GIL-holding HDF5 writes of a commit); the caller computes an item itself rather
+    than wait for one, so ``threads`` is one less than the cores to keep busy (and 0
+    computes everything on the calling thread, in order). At most ``limit`` items are
+    taken and not yet handed to the caller, which bounds the memory held by results.
+
+    ``items`` is iterated under a lock, by whichever thread takes the next item. An
+    error from ``func`` (or from ``items``) is raised to the caller at the place of its
+    item; no item past it is started. When the caller stops early (an error of its
+    own, or the iterator closed), no new item is started and every item started is
+    finished before control returns: ``func`` never runs after this iterator is done.
+    """
+    source = iter(items)
+    limit = max(1, limit)
+    cond = threading.Condition()
+    results: dict[int, tuple[bool, Any]] = {}
+    taken = 0  # items taken from ``source``
+    handed = 0  # results handed to the caller
+    exhausted = False  # ``source`` is done (or failed, or the caller stopped)
+
+    def take() -> tuple[int, T] | None:
+        """The next item and its place (None: no item may be taken now); called with
+        ``cond`` held."""
+        nonlocal taken, exhausted
+        if exhausted or taken - handed >= limit:
+            return None
+        place = taken
+        try:
+            item = next(source)
+        except StopIteration:
+            exhausted = True
+            return None
+        except BaseException as error:
+            exhausted = True
+            taken += 1
+            results[place] = (False, error)
+            cond.notify_all()
+            return None
+        taken += 1
+        return place, item
+
+    def compute(place: int, item: T) -> None:
+        nonlocal exhausted
+        try:
+            outcome: tuple[bool, Any] = (True, func(item))
+        except BaseException as error:
+            outcome = (False, error)
+        with cond:
+            results[place] = outcome
+            if not outcome[0]:
+                exhausted = True  # nothing past a failed item is started
+            cond.notify_all()
+
+    def work() -> None:
+        while True:
+            with cond:
+                job = take()
+                while job is None and not exhausted:
+                    cond.wait()
+                    job = take()
+            if job is None:
+                return
+            compute(*job)
+
+    from concurrent.futures import wait
+
+    helpers = [_pool().submit(work) for _ in range(max(0, threads))]
+    try:
+        while True:
+            with cond:
+                while handed not in results:
+                    job = take()
+                    if job is not None:
+                        break
+                    if handed >= taken and exhausted:
+                        return
+                    if handed not in results:  # else: take() met an error of ``items``
+                        cond.wait()
+                else:
+                    job = None
+                    ok, value = results.pop(handed)
+                    handed += 1
+                    cond.notify_all()
+            if job is not None:
+                # The next result is not ready: compute an item rather than wait. An
+                # error here (an interrupt, too) is raised at once.
+                place, item = job
+                computed = func(item)
+                with cond:
+                    results[place] = (True, computed)
+                del computed, item
+                continue
+            if not ok:
+                raise value
+            yield value
+            del value
+    finally:
+        with cond:
+            exhausted = True
+            cond.notify_all()
+        wait(helpers)
 
 
 def hash_in_batches(
@@ -159,7 +273,6 @@ def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDig
 
     Lets a caller do the work that needs no digest while the chunks are hashed
     (hashlib and numpy's copies release the GIL)."""
-    import threading
     import time
 
     pool = _pool()

@@ -131,16 +131,18 @@ def test_batches_still_to_be_encoded_keep_their_buffers(
     def encode_when_written(*args: object, **kwargs: object) -> Iterator[bytes]:
         yield from real(*args, **kwargs)  # type: ignore[arg-type]
 
-    def gather_in_order(func: Callable[[T], R], items: Iterable[T], ahead: int = 1) -> Iterator[R]:
+    def gather_in_order(
+        func: Callable[[T], R], items: Iterable[T], threads: int, limit: int
+    ) -> Iterator[R]:
         pending: collections.deque[R] = collections.deque()
-        for item in items:  # the next `ahead` batches gathered before one is yielded
+        for item in items:  # `limit` batches gathered before one is yielded
             pending.append(func(item))
-            if len(pending) > ahead:
+            if len(pending) >= limit:
                 yield pending.popleft()
         yield from pending
 
     monkeypatch.setattr(codecs, "encode_chunks", encode_when_written)
-    monkeypatch.setattr(rawdata, "prefetch", gather_in_order)
+    monkeypatch.setattr(rawdata, "run_ahead", gather_in_order)
     monkeypatch.setattr(staged_group, "WRITE_THROUGH_BYTES", 0)  # stored at create_dataset
     monkeypatch.setattr(codecs, "workers", lambda: 2)
     monkeypatch.setattr(rawdata, "HASH_BATCH_BYTES", 16 * 16 * 8)  # a chunk per batch

@@ -10,6 +10,8 @@ worker thread must reach the caller and leave every earlier version as it was.
 from __future__ import annotations
 
 import hashlib
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -161,3 +163,187 @@ def test_failure_on_a_worker_thread_keeps_earlier_versions(
             g.create_dataset("y", data=first + 1, chunks=(10, 10))
         np.testing.assert_array_equal(vf["v2"]["y"][:], first + 1)
         np.testing.assert_array_equal(vf["v1"]["x"][:], first)
+
+
+def _store_in_file(
+    tmp_path, name: str, values: np.ndarray, chunks: tuple[int, ...], fillvalue=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Slots, stored raw_data and hash-table rows of ``values`` stored at once."""
+    import h5py
+
+    dtype = values.dtype if values.dtype.kind != "O" else h5py.string_dtype()
+    with h5py.File(tmp_path / f"{name}.h5", "w") as f:
+        store = rawdata.RawDataStore.create(
+            f, "x", dtype=np.dtype(dtype), chunks=chunks, fillvalue=fillvalue
+        )
+        slots = store.store_array(values, fillvalue=fillvalue)
+        return slots, store.raw_data[()], store.rows()
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"),
+    [((37,), (5,)), ((23, 41), (4, 6)), ((9, 10, 11), (2, 3, 4)), ((16, 16), (4, 4))],
+)
+@pytest.mark.parametrize("cores", [2, 3])
+def test_threads_store_what_one_thread_stores(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, shape, chunks, cores: int
+) -> None:
+    """Slots, stored bytes and hash-table rows do not depend on how many threads
+    gathered and hashed the batches: edge chunks, fill chunks and repeated chunks
+    included."""
+    rng = np.random.default_rng(sum(shape))
+    values = rng.integers(0, 3, size=shape).astype("f8")  # repeated chunks
+    values[tuple(slice(0, c) for c in chunks)] = 0.0  # a fill chunk
+    values[tuple(slice(n - 1, n) for n in shape)] = 0.0  # an edge chunk ending in fill
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: 1)
+    serial = _store_in_file(tmp_path, "serial", values, chunks)
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: cores)
+    threaded = _store_in_file(tmp_path, "threaded", values, chunks)
+    np.testing.assert_array_equal(threaded[0], serial[0])
+    np.testing.assert_array_equal(threaded[1], serial[1])
+    assert threaded[2].tobytes() == serial[2].tobytes()
+    assert -1 in serial[0]
+    for where in np.ndindex(*serial[0].shape):
+        chunk = values[tuple(slice(i * c, (i + 1) * c) for i, c in zip(where, chunks))]
+        slot = int(serial[0][where])
+        if slot < 0:
+            assert not chunk.any()
+            continue
+        digests = {bytes(row["hash"]) for row in serial[2] if row["shape"][0] == slot * chunks[0]}
+        assert digests == {expected_digest(chunk)}
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_strings_stored_by_threads_read_back(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, cores: int
+) -> None:
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: cores)
+    values = np.array([f"s{i % 7}" * (i % 4) for i in range(13 * 9)], dtype=object)
+    values = values.reshape(13, 9)
+    slots, raw, rows = _store_in_file(tmp_path, "strings", values, (3, 4))
+    assert slots.shape == (5, 3)
+    for where in np.ndindex(*slots.shape):
+        chunk = values[where[0] * 3 : where[0] * 3 + 3, where[1] * 4 : where[1] * 4 + 4]
+        slot = int(slots[where])
+        if slot < 0:
+            assert all(item == "" for item in chunk.ravel())
+            continue
+        stored = raw[slot * 3 : slot * 3 + chunk.shape[0], : chunk.shape[1]]
+        assert [item.decode() for item in stored.ravel()] == chunk.ravel().tolist()
+        assert chunk_hash(chunk) in {bytes(row["hash"]) for row in rows}
+
+
+@pytest.mark.parametrize("on_pool", [True, False])
+def test_failure_gathering_on_either_thread_commits_nothing(
+    path: str, monkeypatch: pytest.MonkeyPatch, on_pool: bool
+) -> None:
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: 2)
+    rng = np.random.default_rng(3)
+    first = rng.random((40, 40))
+    with h5vc.open(path, "w") as vf, vf.stage_version("v1") as g:
+        g.create_dataset("x", data=first, chunks=(8, 8))
+    gather = rawdata._gather
+    main = threading.current_thread()
+
+    def failing(*args):
+        if (threading.current_thread() is not main) == on_pool:
+            raise MemoryError("no memory for the batch")
+        time.sleep(0.01)  # the other thread surely takes a batch meanwhile
+        return gather(*args)
+
+    monkeypatch.setattr(rawdata, "_gather", failing)
+    with h5vc.open(path, "r+") as vf:
+        with pytest.raises(MemoryError, match="no memory"), vf.stage_version("v2") as g:
+            g.create_dataset("y", data=rng.random((64, 40)), chunks=(8, 8))
+        assert "v2" not in vf.versions
+    monkeypatch.undo()
+    with h5vc.open(path, "r") as vf:
+        assert "v2" not in vf.versions
+        np.testing.assert_array_equal(vf["v1"]["x"][:], first)
+        assert len(stored_rows(vf)[1]) == 25
+
+
+def test_a_failed_write_stops_the_gathering(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When writing a batch fails, store_array raises only once no batch is being
+    gathered any more, and none is gathered afterwards."""
+    import h5py
+
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: 3)
+    gather = rawdata._gather
+    lock = threading.Lock()
+    running = 0
+    calls = 0
+
+    def slow(*args):
+        nonlocal running, calls
+        with lock:
+            running += 1
+            calls += 1
+        try:
+            time.sleep(0.005)
+            return gather(*args)
+        finally:
+            with lock:
+                running -= 1
+
+    place = rawdata._BatchWriter.place
+    placed = 0
+
+    def failing(self, *args):
+        nonlocal placed
+        placed += 1
+        if placed == 2:
+            raise OSError("disk full")
+        return place(self, *args)
+
+    monkeypatch.setattr(rawdata, "_gather", slow)
+    monkeypatch.setattr(rawdata._BatchWriter, "place", failing)
+    values = np.random.default_rng(4).random((64, 64))
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        store = rawdata.RawDataStore.create(f, "x", dtype=np.dtype("f8"), chunks=(8, 8))
+        with pytest.raises(OSError, match="disk full"):
+            store.store_array(values)
+        with lock:
+            assert running == 0
+            seen = calls
+        time.sleep(0.05)
+        assert calls == seen <= 2 + 5  # the batches written and at most workers + 2 ahead
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_batches_gathered_ahead_of_the_writes_stay_bounded(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, cores: int
+) -> None:
+    """Every batch gathered holds a buffer: at most ``workers + 2`` are gathered past
+    the batch being written, however slow the writes."""
+    import h5py
+
+    monkeypatch.setattr(rawdata.codecs, "workers", lambda: cores)
+    gather, place = rawdata._gather, rawdata._BatchWriter.place
+    lock = threading.Lock()
+    started = 0
+    ahead = []
+
+    def counting(*args):
+        nonlocal started
+        with lock:
+            started += 1
+        return gather(*args)
+
+    def slow(self, batch, *args):
+        time.sleep(0.002)  # the gathering threads run ahead as far as they may
+        with lock:
+            ahead.append(started - len(ahead) - 1)  # past the batch being written
+        return place(self, batch, *args)
+
+    monkeypatch.setattr(rawdata, "_gather", counting)
+    monkeypatch.setattr(rawdata._BatchWriter, "place", slow)
+    values = np.random.default_rng(6).random((96, 40))
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        store = rawdata.RawDataStore.create(f, "x", dtype=np.dtype("f8"), chunks=(8, 8))
+        slots = store.store_array(values)
+        np.testing.assert_array_equal(store.raw_data[()][:8, :8], values[:8, :8])
+    assert len(ahead) > 4 and (slots >= 0).all()
+    assert max(ahead) <= cores + 2
+    if cores == 1:
+        assert max(ahead) == 0  # gathered on the writing thread, one at a time

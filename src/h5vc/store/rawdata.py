@@ -44,7 +44,7 @@ from h5vc.hashing import (
     fill_item,
     hash_in_batches,
     may_be_fill,
-    prefetch,
+    run_ahead,
 )
 from h5vc.hdf5 import codecs
 from h5vc.hdf5 import filters as filter_keywords
@@ -502,10 +502,13 @@ class RawDataStore:
         does; return the slots as an array shaped like the chunk grid.
 
         The chunks are taken from ``values`` batch by batch, down one chunk column
-        (axis 0) after the other, the next batches gathered and hashed on other threads
-        (one per core) while the current one is written.  A C-contiguous array whose chunks span
-        whole rows (any 1-d array) is written without copying; otherwise each batch
-        is copied once into a buffer of at most :data:`~h5vc.hashing.HASH_BATCH_BYTES`.
+        (axis 0) after the other, and gathered and hashed on every core
+        (:func:`~h5vc.hashing.run_ahead`: a pool thread per core but one, and this
+        thread between its writes), a few batches ahead of the writes, so the cores
+        keep hashing while this thread writes (HDF5's calls hold the GIL).  A
+        C-contiguous array whose chunks span whole rows (any 1-d array) is written
+        without copying; otherwise each batch is copied once into a buffer of at most
+        :data:`~h5vc.hashing.HASH_BATCH_BYTES`.
         """
         shape, chunks = values.shape, self.chunks
         grid = tuple(-(-n // c) for n, c in zip(shape, chunks))
@@ -513,28 +516,38 @@ class RawDataStore:
         writer = _BatchWriter(self, fillvalue, skip_fill=True)
         fill = writer.fill
         chunk_bytes = max(1, math.prod(chunks) * values.dtype.itemsize)
-        jobs = _column_blocks(grid, max(1, HASH_BATCH_BYTES // chunk_bytes))
+        workers = codecs.workers()
+        # Batches of at most HASH_BATCH_BYTES, and at least a few per core, so the
+        # cores finish their last batches close together.
+        per_batch = min(
+            HASH_BATCH_BYTES // chunk_bytes, -(-math.prod(grid) // (_BATCHES_PER_CORE * workers))
+        )
+        jobs = _column_blocks(grid, max(1, per_batch))
         # Buffers of batches already written (unfiltered chunks are written before
         # place() returns), gathered into again: faulting fresh pages in costs more
         # than the copy into them.
         spare: collections.deque[np.ndarray] = collections.deque()
         recycle = self.pipeline is None
+        gathered = run_ahead(
+            lambda blocks: _gather(values, chunks, fill, blocks, spare),
+            jobs,
+            threads=workers - 1,
+            limit=workers + 2,
+        )
         try:
-            for blocks, batch, stacked, digests, buffer in prefetch(
-                lambda blocks: _gather(values, chunks, fill, blocks, spare),
-                jobs,
-                codecs.workers(),
-            ):
-                placed = np.empty(len(batch), dtype=np.int64)
-                writer.place(batch, digests, stacked, placed)
-                if recycle and buffer is not None:
-                    spare.append(buffer)
-                del batch, stacked
-                offset = 0
-                for column, first, last in blocks:
-                    where: tuple[slice | int, ...] = (slice(first, last), *column)
-                    slots[where] = placed[offset : offset + last - first]
-                    offset += last - first
+            # Closed however the loop is left: no batch is gathered once this returns.
+            with contextlib.closing(gathered):
+                for blocks, batch, stacked, digests, buffer in gathered:
+                    placed = np.empty(len(batch), dtype=np.int64)
+                    writer.place(batch, digests, stacked, placed)
+                    if recycle and buffer is not None:
+                        spare.append(buffer)
+                    del batch, stacked
+                    offset = 0
+                    for column, first, last in blocks:
+                        where: tuple[slice | int, ...] = (slice(first, last), *column)
+                        slots[where] = placed[offset : offset + last - first]
+                        offset += last - first
             writer.finish()
         finally:
             self._unwritten.clear()  # written by finish(); else dropped with the failure
@@ -830,6 +843,10 @@ def _fill_scalar(dtype: np.dtype, fillvalue: Any) -> Any:
         return fillvalue
     return b"" if dtype.kind == "O" else np.zeros((), dtype=dtype)[()]
 
+
+#: :meth:`RawDataStore.store_array` cuts an array into at least this many batches per
+#: core (of at most HASH_BATCH_BYTES, and at least one chunk).
+_BATCHES_PER_CORE = 4
 
 #: Chunks ``first:last`` along axis 0 of the chunk column at ``column`` (grid
 #: coordinates of the other axes).
