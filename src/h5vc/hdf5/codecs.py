@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -88,6 +89,18 @@ _R = TypeVar("_R")
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool has no threads there, and counting them
+    idle it would start none (its work would wait forever); its lock may have been
+    held by another thread at the fork. The child makes its own of both."""
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 _serial = threading.local()
 
 
