@@ -4,37 +4,13 @@ its work waiting forever."""
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from forked import run_in_child
 
 import h5vc
 from h5vc.hdf5 import codecs
-
-
-def run_in_child(work: Callable[[], bool], timeout: float = 30.0) -> str:
-    """Run ``work`` in a forked child: "ok", "failed", "hung" or "signal N"."""
-    pid = os.fork()
-    if pid == 0:
-        code = 3
-        try:
-            code = 0 if work() else 1
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            if os.WIFSIGNALED(status):
-                return f"signal {os.WTERMSIG(status)}"
-            return "ok" if os.WEXITSTATUS(status) == 0 else "failed"
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return "hung"
 
 
 def test_the_codec_pool_works_in_a_forked_child() -> None:

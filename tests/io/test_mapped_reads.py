@@ -11,6 +11,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from forked import run_in_child
 
 import h5vc
 from h5vc.store import fastread, planner
@@ -60,6 +61,15 @@ def write_versions(path: Path, chunks: tuple[int, ...]) -> dict[str, np.ndarray]
                 group["x"][row : row + 7, col : col + 9] = -number
             models[f"v{number}"] = model.copy()
     return models
+
+
+def mapped_reader(f: h5py.File) -> tuple[fastread.FastReader, fastread.ChunkTable]:
+    """The positioned-read reader of ``f``'s raw_data of ``x``, mappable, and its table."""
+    reader = fastread.fast_reader(f["_version_data/x/raw_data"])
+    assert reader is not None and reader.mappable
+    table = reader._table()
+    assert table is not None
+    return reader, table
 
 
 INDICES = [(), np.s_[3:57, 5:66], np.s_[10], np.s_[:, 33], np.s_[7:8, 1:69]]
@@ -112,11 +122,7 @@ def test_a_file_shorter_than_its_chunks_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "f.h5"
     write_versions(path, (8, 10))
     with h5py.File(path, "r") as f:
-        raw_data = f["_version_data/x/raw_data"]
-        reader = fastread.fast_reader(raw_data)
-        assert reader is not None and reader.mappable
-        table = reader._table()
-        assert table is not None
+        reader, table = mapped_reader(f)
         end = int(table.offsets.max() + table.sizes.max())
         assert reader._mapped(end) is not None
         assert reader._mapped(end + (1 << 30)) is None  # past the end: not mapped
@@ -144,38 +150,28 @@ def test_a_file_cut_by_another_program_after_mapping_raises(tmp_path: Path) -> N
     path = tmp_path / "f.h5"
     write_versions(path, (8, 10))
     with h5py.File(path, "r") as f:
-        raw_data = f["_version_data/x/raw_data"]
-        reader = fastread.fast_reader(raw_data)
-        assert reader is not None and reader.mappable
-        table = reader._table()
-        assert table is not None
+        _, table = mapped_reader(f)
         last = int(np.argmax(table.offsets))
         start, size = int(table.offsets[last]), int(table.sizes[last])
         cut = (start // 4096) * 4096  # the last chunk's first page and after: gone
-    pid = os.fork()
-    if pid == 0:  # the child: exit 0 only if the read after the cut raised
-        code = 3
-        try:
-            with h5py.File(path, "r") as f:
-                raw_data = f["_version_data/x/raw_data"]
-                reader = fastread.fast_reader(raw_data)
-                assert reader is not None and reader._table() is not None
-                assert reader._mapped(start + size) is not None
-                os.truncate(path, cut)  # what another program does meanwhile
-                rows = size // reader.row_bytes
-                # Part of each row: copied from the map (whole rows are read with
-                # positioned reads straight into the result).
-                destination = np.empty((rows, 3), dtype=reader.dtype)
-                try:
-                    reader.read(destination, [[last * reader.chunks[0], 2]], [[0, 0]], [[rows, 3]])
-                    code = 1  # read bytes that are not there
-                except OSError:
-                    code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert not os.WIFSIGNALED(status), f"the reader died of signal {os.WTERMSIG(status)}"
-    assert os.WEXITSTATUS(status) == 0
+
+    def read_after_the_cut() -> bool:
+        """True only if the read of the cut bytes raised."""
+        with h5py.File(path, "r") as f:
+            reader, _ = mapped_reader(f)
+            assert reader._mapped(start + size) is not None
+            os.truncate(path, cut)  # what another program does meanwhile
+            rows = size // reader.row_bytes
+            # Part of each row: copied from the map (whole rows are read with
+            # positioned reads straight into the result).
+            destination = np.empty((rows, 3), dtype=reader.dtype)
+            try:
+                reader.read(destination, [[last * reader.chunks[0], 2]], [[0, 0]], [[rows, 3]])
+            except OSError:
+                return True
+            return False  # read bytes that are not there
+
+    assert run_in_child(read_after_the_cut) == "ok"
 
 
 def test_the_map_of_file_bytes_says_when_the_file_was_cut(tmp_path: Path) -> None:
