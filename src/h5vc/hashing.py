@@ -46,7 +46,16 @@ R = TypeVar("R")
 #: instructions, about 210 MB/s without) while the caller writes the current one.
 HASH_BATCH_BYTES = config.HASH_BATCH_BYTES
 _POOL: ThreadPoolExecutor | None = None
-_POOL_PID = 0
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's pool has no threads there, and counting its
+    idle ones it would never start one. The child makes its own."""
+    global _POOL
+    _POOL = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _object_bytes(chunk: np.ndarray) -> bytes:
@@ -78,18 +87,16 @@ def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
 
 
 def _pool() -> ThreadPoolExecutor:
-    global _POOL, _POOL_PID
-    if _POOL is None or os.getpid() != _POOL_PID:
+    global _POOL
+    if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
 
         # Each caller keeps at most ``ahead`` items in flight (run_ahead: one thread per
         # core but one), so the default size of the pool (a few threads more than
         # cores, started as needed) never limits it; run_ahead's caller computes items
-        # itself when no thread of the pool is free.  A forked child gets a pool of its
-        # own: it has none of its parent's threads, and the parent's pool, counting its
-        # idle ones, would never start one.
+        # itself when no thread of the pool is free (a forked child makes its own:
+        # see _forget_pool).
         _POOL = ThreadPoolExecutor(thread_name_prefix="h5vc-hash")
-        _POOL_PID = os.getpid()
     return _POOL
 
 
