@@ -385,3 +385,211 @@ def test_a_tree_copied_with_h5py_reads_its_own_chunks(tmp_path: Path) -> None:
         assert vf["v1"]["x"][:].tolist() == [0, 1, 2, 3, 4, 5]
         assert vf["v1"]["x"][2] == 2
         vf.close()
+
+
+# Merged runs, chunk indexes and reads without the lock --------------------------------
+
+
+def _edited(path: Path) -> None:
+    """h5vc's layout after small edits: mappings of several blocks a side (merged
+    runs), a one-dimensional store of many chunks and a table of whole-row chunks."""
+    rng = np.random.default_rng(11)
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=rng.random(20_000), chunks=(64,), maxshape=(None,))
+            g.create_dataset("y", data=rng.random((300, 4)), chunks=(16, 4))
+            g.create_dataset("z", data=rng.random((20, 12)), chunks=(1, 3))
+            g.create_dataset("w", data=rng.random((1, 60)), chunks=(1, 4))
+        for k in range(1, 31):
+            with vf.stage_version(f"v{k}") as g:
+                start = int(rng.integers(0, 19_800))
+                g["x"][start : start + int(rng.integers(5, 150))] = -k
+                row = int(rng.integers(0, 290))
+                g["y"][row : row + int(rng.integers(1, 10))] = k
+                if k % 3 == 0:
+                    g["z"][k % 20, int(rng.integers(0, 12))] = k
+                    g["w"][0, k] = k
+
+
+def _several_blocks_a_mapping(path: Path, version: str, name: str) -> bool:
+    from h5vc.hdf5.mappings import decode_mappings
+
+    with h5py.File(path, "r") as file:
+        fb = FileBytes.of(file)
+        assert fb is not None
+        dataset = file[f"_version_data/versions/{version}/{name}"]
+        blob = fb.mapping_list(fb.header(h5py.h5o.get_info(dataset.id).addr))
+        assert blob
+        found = decode_mappings(blob, dataset.ndim, fb.sizeof_size)
+        fb.close()
+    return bool((found.counts > 1).any() or (found.source_counts > 1).any())
+
+
+@pytest.mark.parametrize("listed", [16, 0], ids=["python", "numpy"])
+@pytest.mark.parametrize("opener", OPENERS)
+def test_merged_runs_are_read_from_the_bytes(
+    tmp_path: Path, opener: str, listed: int, byte_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reading, "_LISTED_BLOCKS", listed)
+    path = tmp_path / "data.h5"
+    _edited(path)
+    assert _several_blocks_a_mapping(path, "v30", "x")
+    rng = np.random.default_rng(3)
+    reads = 0
+    for version in ("v1", "v15", "v30"):
+        want_x = _expected(path, version, "x")
+        want_y = _expected(path, version, "y")
+        selections_x: list[Any] = [0, -1, 19_999, slice(None, 10), slice(-7, None)]
+        for _ in range(40):
+            start = int(rng.integers(0, 20_000))
+            selections_x.append(slice(start, start + int(rng.integers(1, 700))))
+        want_z = _expected(path, version, "z")
+        selections_y: list[Any] = [0, -1, slice(3, 40), (slice(10, 20), 2), (-1, slice(1, 3))]
+        selections_z: list[Any] = [
+            (slice(None), slice(None)),
+            0,
+            (-1, -1),
+            (slice(3, 9), slice(2, 8)),
+            (slice(None, None), 5),
+            (slice(17, 20), slice(10, 12)),
+        ]
+        want_w = _expected(path, version, "w")
+        selections_w: list[Any] = [(0, slice(5, 40)), (slice(None), slice(30, 33)), (0, -1)]
+        with opened(path, opener) as vf:
+            w = vf[version]["w"]
+            for selection in selections_w:
+                assert np.array_equal(w[selection], want_w[selection]), (version, selection)
+            x, y, z = vf[version]["x"], vf[version]["y"], vf[version]["z"]
+            for selection in selections_x:
+                assert np.array_equal(x[selection], want_x[selection]), (version, selection)
+            for selection in selections_y:
+                assert np.array_equal(y[selection], want_y[selection]), (version, selection)
+            for selection in selections_z:
+                assert np.array_equal(z[selection], want_z[selection]), (version, selection)
+        reads += len(selections_x) + len(selections_y) + len(selections_z) + len(selections_w)
+    assert len(byte_reads) == reads  # every one from the bytes, none by HDF5
+
+
+def test_chunk_addresses_from_the_index_equal_hdf5s(tmp_path: Path) -> None:
+    """Both kinds of chunk index read here (a version-1 B-tree of several levels,
+    searched node by node, and extensible arrays) give HDF5's chunk addresses."""
+    from h5vc.hdf5.chunkbytes import ChunkLocator
+
+    path = tmp_path / "data.h5"
+    _edited(path)
+    _tree(tmp_path / "tree.h5")
+    checked = set()
+    nodes = 0
+    for name in (path, tmp_path / "tree.h5"):
+        with h5py.File(name, "r") as file:
+            fb = FileBytes.of(file)
+            assert fb is not None
+            for store in file["_version_data"].values():
+                if not isinstance(store, h5py.Group) or "raw_data" not in store:
+                    continue
+                raw = store["raw_data"]
+                header = fb.header(h5py.h5o.get_info(raw.id).addr, whole=True)
+                at, length = header.messages[8]  # the layout message
+                locator = ChunkLocator(fb, fb.map[at : at + length], raw.name, str(name))
+                c0 = raw.chunks[0]
+                for slot in range(raw.shape[0] // c0):
+                    info = raw.id.get_chunk_info_by_coord((slot * c0,) + (0,) * (raw.ndim - 1))
+                    assert locator.address(slot) == info.byte_offset, (raw.name, slot)
+                checked.add(locator.layout_version)
+                if locator.layout_version == 3:
+                    nodes = max(nodes, len(locator._nodes))
+            fb.close()
+    assert checked == {3, 4}
+    assert nodes > 2  # a tree of several levels
+
+
+def _settled(path: Path) -> None:
+    """Wait until the file's times are older than the read lock's clock tick (a
+    stamp it trusts to tell a later write)."""
+    import time
+
+    while True:
+        info = os.stat(path)
+        age = time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns)
+        if age > 60_000_000:
+            return
+        time.sleep((60_000_000 - age) / 1e9 + 0.001)
+
+
+@pytest.fixture
+def quick_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each read tried without the lock: True if it was served that way."""
+    served: list[bool] = []
+    real = dataset_module.CommittedDataset._quick_read
+
+    def counted(self: Any, quick: Any, index: Any) -> Any:
+        result = real(self, quick, index)
+        served.append(result is not NotImplemented)
+        return result
+
+    monkeypatch.setattr(dataset_module.CommittedDataset, "_quick_read", counted)
+    return served
+
+
+@pytest.mark.parametrize("opener", OPENERS)
+def test_reads_without_the_lock_stop_at_another_writers_change(
+    tmp_path: Path, opener: str, quick_reads: list[bool]
+) -> None:
+    path = tmp_path / "data.h5"
+    _edited(path)
+    before = _expected(path, "v30", "x")
+    _settled(path)
+    with opened(path, opener) as vf:
+        kept, gone = vf["v30"]["x"], vf["v5"]["x"]
+        assert np.array_equal(kept[100:300], before[100:300])  # under the lock
+        assert np.array_equal(kept[5000:5100], before[5000:5100])
+        assert gone[7] == _expected(path, "v5", "x")[7]
+        assert gone[8] == _expected(path, "v5", "x")[8]
+        assert quick_reads == [True, True]
+        _commit_in_another_process(
+            path,
+            f"""
+            import h5vc
+            with h5vc.open({str(path)!r}, "a") as vf:
+                h5vc.delete_versions(vf, [f"v{{k}}" for k in range(1, 29)])
+                for k in range(31, 40):
+                    with vf.stage_version(f"v{{k}}") as g:
+                        g["x"][:] = k
+            """,
+        )
+        assert np.array_equal(kept[100:300], before[100:300])
+        with pytest.raises(VersionNotFoundError):
+            gone[7]
+        assert quick_reads[2:] == [False, False]
+        assert vf["v39"]["x"][:50].tolist() == [39.0] * 50
+
+
+@pytest.mark.parametrize("opener", OPENERS)
+def test_a_read_without_the_lock_that_meets_a_write_is_made_again(
+    tmp_path: Path, opener: str, quick_reads: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write between the copy of the bytes and the look at the stamp: the copy is
+    dropped (here, bytes of another version stand for what it may hold)."""
+    path = tmp_path / "data.h5"
+    _edited(path)
+    want = _expected(path, "v30", "x")
+    _settled(path)
+    real = dataset_module.first_read
+    meddle = [False]
+
+    def written_meanwhile(view: Any, dataset: Any, index: Any) -> Any:
+        result = real(view, dataset, index)
+        if meddle[0]:
+            meddle[0] = False
+            os.utime(path)  # as a writer's first write moves the times
+            return np.full_like(result, -1.0)
+        return result
+
+    monkeypatch.setattr(dataset_module, "first_read", written_meanwhile)
+    with opened(path, opener) as vf:
+        x = vf["v30"]["x"]
+        assert np.array_equal(x[10:20], want[10:20])
+        meddle[0] = True
+        assert np.array_equal(x[10:20], want[10:20])
+        assert quick_reads == [False]
+        assert not meddle[0]

@@ -249,6 +249,29 @@ class ReadLock:
         return (*self._identity, *seen, self._ctime)
 
     @property
+    def quiet(self) -> tuple[int, int, int] | None:
+        """Inside a block: the file's size, modification and change times, if they
+        tell any later write (see :meth:`unchanged`); None where they may not: a
+        time within 50 ms of the block's start, a time of whole milliseconds (a
+        filesystem of coarse times), or a write by this thread in the block."""
+        seen = self._seen
+        if not self._stamped or seen is None or not seen[1] % 1_000_000:
+            return None
+        return seen[0], seen[1], self._ctime
+
+    def unchanged(self, quiet: tuple[int, int, int]) -> bool:
+        """True if nothing wrote the file since :attr:`quiet` was ``quiet``.
+
+        Any write, truncation or time set by hand moves the modification or change
+        time to the present, which is not the time seen then (older than any clock
+        tick); a writer moves them before its bytes change."""
+        try:
+            info = os.fstat(self._fd)
+        except (OSError, ValueError):
+            return False
+        return (info.st_size, info.st_mtime_ns, info.st_ctime_ns) == quiet
+
+    @property
     def held(self) -> bool:
         """True inside a ``with`` block of this lock (between enter and exit)."""
         return self._holder is not None

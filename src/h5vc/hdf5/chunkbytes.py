@@ -25,6 +25,8 @@ Only for files opened read-only, whose bytes are what HDF5 reads.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import struct
 
@@ -75,6 +77,15 @@ def numeric_dtype(body: bytes) -> np.dtype | None:
     return None
 
 
+@functools.cache
+def _node_entry(dims: int) -> np.dtype:
+    """An entry of a version-1 B-tree node of chunks of rank ``dims`` (the element
+    size counted): its key (chunk size, filter mask, coordinates) and child address."""
+    return np.dtype(
+        [("size", "<u4"), ("mask", "<u4"), ("coords", "<u8", (dims,)), ("child", "<u8")]
+    )
+
+
 class ChunkLocator:
     """The addresses of the chunks of one chunked dataset (see the module), by their
     position along the first axis (its chunks span the other axes whole)."""
@@ -90,6 +101,10 @@ class ChunkLocator:
             raise Unreadable("not a chunked layout read here")
         self._addresses: dict[int, int] = {}
         self._earray: tuple[int, ...] | None = None
+        #: Checked blocks of the index by address: extensible-array data blocks, and
+        #: B-tree nodes as (level, first coordinates, children, sizes, masks).
+        self._blocks: dict[int, bytes] = {}
+        self._nodes: dict[int, tuple[int, list[int], list[int], list[int], list[int]]] = {}
         if layout[0] == 3:
             dimensionality = layout[2]
             if len(layout) < 3 + sa + 4 * dimensionality:
@@ -204,7 +219,10 @@ class ChunkLocator:
         if data_block == fb.undefined:
             return None
         offset_bytes = (bits + 7) // 8
-        data = self._block(data_block, b"EADB", 6 + sa + offset_bytes + elements * sa + 4)
+        data = self._blocks.get(data_block)
+        if data is None:
+            size = 6 + sa + offset_bytes + elements * sa + 4
+            data = self._blocks[data_block] = self._block(data_block, b"EADB", size)
         within = (rest - first_index) % elements
         at = 6 + sa + offset_bytes + within * sa
         found = address_of(data[at : at + sa], "little")
@@ -217,6 +235,68 @@ class ChunkLocator:
         return cached
 
     def _btree(self, slot: int) -> int | None:
+        """The address of chunk ``slot`` from the dataset's version-1 B-tree, its
+        nodes read once each (their keys searched with numpy)."""
+        row = slot * self.chunks[0]
+        address = self._root
+        level_above = None
+        undefined = self._bytes.undefined
+        for _ in range(_MAX_LEVEL):
+            if address == undefined:
+                return None
+            node = self._nodes.get(address)
+            if node is None:
+                node = self._node(address)
+                if node is None:
+                    return self._btree_walk(slot)
+                self._nodes[address] = node
+            level, firsts, children, sizes, masks = node
+            if level_above is not None and level != level_above - 1:
+                raise Unreadable(f"a node of level {level} under one of level {level_above}")
+            # The last entry whose key is at most the target.
+            at = max(0, bisect.bisect_right(firsts, row) - 1)
+            if level == 0:
+                if firsts[at] != row or masks[at] or sizes[at] != self.nbytes:
+                    return None
+                return children[at]
+            level_above, address = level, children[at]
+        raise Unreadable("a chunk index deeper than any file holds")
+
+    def _node(self, address: int) -> tuple[int, list[int], list[int], list[int], list[int]] | None:
+        """The B-tree node at ``address`` as (level, each entry's first coordinate,
+        children, chunk sizes, filter masks); None for a node whose keys vary in
+        other coordinates than the first (searched entry by entry)."""
+        fb = self._bytes
+        sa = fb.sizeof_addr
+        dims = self.dimensionality
+        if sa != 8:
+            return None
+        prefix = 8 + 2 * sa
+        head = fb._at(address, prefix)
+        data = fb.map
+        if data[head : head + 4] != b"TREE" or data[head + 4] != _NODE_RAW_DATA:
+            raise Unreadable(f"no chunk index node at {address}")
+        level, used = data[head + 5], int.from_bytes(data[head + 6 : head + 8], "little")
+        if used == 0:
+            raise Unreadable(f"a node of level {level} with no entries")
+        entry = _node_entry(dims)
+        start = fb._at(address, prefix + used * entry.itemsize + entry.itemsize - sa) + prefix
+        entries = np.frombuffer(data[start : start + used * entry.itemsize], dtype=entry)
+        coords = entries["coords"]
+        if dims > 1 and coords[:, 1:].any():
+            return None
+        firsts = coords[:, 0]
+        if len(firsts) > 1 and (firsts[1:] <= firsts[:-1]).any():
+            raise Unreadable(f"a chunk index node at {address} with keys out of order")
+        return (
+            level,
+            firsts.tolist(),
+            entries["child"].tolist(),
+            entries["size"].tolist(),
+            entries["mask"].tolist(),
+        )
+
+    def _btree_walk(self, slot: int) -> int | None:
         fb = self._bytes
         sa = fb.sizeof_addr
         dims = self.dimensionality

@@ -16,6 +16,7 @@ dominates when a read is split into many runs of chunks).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import math
 import struct
@@ -43,7 +44,7 @@ from h5vc.hdf5.header import (
     chunk_dims,
     same_datatype,
 )
-from h5vc.hdf5.mappings import StoredVirtual, decode_mappings, stored_dims
+from h5vc.hdf5.mappings import Mappings, StoredVirtual, decode_mappings, stored_dims
 from h5vc.store import planner
 from h5vc.store.chunkmap import ChunkMap
 
@@ -454,7 +455,18 @@ class _Dataset:
     its shape and dtype, its ``raw_data``'s chunk locator and row size, and its
     mappings as ``(virtual start, source start, extent)`` rows."""
 
-    __slots__ = ("blocks", "dtype", "listed", "locator", "row_bytes", "shape", "source")
+    __slots__ = (
+        "blocks",
+        "dtype",
+        "listed",
+        "locator",
+        "reach",
+        "row_bytes",
+        "rows",
+        "shape",
+        "source",
+        "starts",
+    )
 
     def __init__(
         self,
@@ -480,7 +492,37 @@ class _Dataset:
             blocks = np.zeros((0, 3 * ndim), dtype=np.int64)
         elif isinstance(blocks, list):
             blocks = np.array(blocks, dtype=np.int64)
+        #: Many blocks are sorted by their first coordinate (:attr:`starts`): a read
+        #: looks only at those that may reach its box (see :meth:`near`).
+        blocks = blocks[np.argsort(blocks[:, 0], kind="stable")]
         self.blocks = blocks
+        self.starts = blocks[:, 0]
+        ndim = len(shape)
+        extent = blocks[:, 2 * ndim]
+        #: How far before a box's first row a block may start and still reach it:
+        #: the longest extent along the first axis; 0 where the blocks follow one
+        #: another along it (one dimension, or blocks of whole rows).
+        self.reach = 0 if len(blocks) == 0 else int(extent.max())
+        if len(blocks) > 1 and (self.starts[1:] >= self.starts[:-1] + extent[:-1]).all():
+            self.reach = 0
+        #: One dimension: the blocks as (first row, source row, rows) in order, and
+        #: their first rows (see :func:`_read_rows`).
+        self.rows: tuple[list[int], list[tuple[int, int, int]]] | None = None
+        if ndim == 1:
+            if self.listed is not None:
+                every = sorted((v[0], s[0], e[0]) for v, s, e in self.listed)
+            else:
+                every = [(v, s, e) for v, s, e in blocks.tolist()]
+            self.rows = [v for v, _, _ in every], every
+
+    def near(self, first: int, stop: int) -> np.ndarray:
+        """The blocks that may meet rows ``first`` up to ``stop`` of the first axis."""
+        starts = self.starts
+        low = int(starts.searchsorted(first - self.reach, "right"))
+        high = int(starts.searchsorted(stop, "left"))
+        if not self.reach:  # the block holding row ``first`` starts at or before it
+            low = max(0, int(starts.searchsorted(first, "right")) - 1)
+        return self.blocks[low:high]
 
 
 class FileView:
@@ -661,18 +703,10 @@ class FileView:
                 decoded = decode_mappings(blob, ndim, fb.sizeof_size)
             except Exception:  # its damage and its "unknown" encodings alike
                 return None
-            if (decoded.counts != 1).any():
+            many = _paired(decoded, ndim)
+            if many is None:
                 return None
             sources = decoded.sources
-            if (decoded.source_counts == 1).all() and count > _LISTED_BLOCKS:
-                many = decoded.virtual, decoded.source
-            else:
-                every_v = decoded.virtual.reshape(-1, 2 * ndim).tolist()
-                every_s = decoded.source.reshape(-1, 2 * ndim).tolist()
-                taken = 0
-                for block, n in zip(every_v, decoded.source_counts.tolist()):
-                    pairs.append((block, every_s[taken : taken + n]))
-                    taken += n
         if len(sources) != 1:
             return None
         ((source_file, source_name),) = sources
@@ -747,6 +781,58 @@ class FileView:
             ) from None
 
 
+def _paired(mappings: Mappings, ndim: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``mappings`` as pairs of one virtual and one source block of the same extent,
+    ``(n, 2, ndim)`` first and last coordinates a side; None where HDF5's pairing of
+    their elements is not one of whole rows.
+
+    HDF5 walks each side of a mapping in row-major order and pairs the elements in
+    turn. Where every block of a side spans the same range in each axis but the first
+    (and these ranges are as long on both sides), that walk takes whole rows of the
+    first axis, block after block: the k-th row of the virtual side is the k-th row
+    of the source side. A mapping of several blocks (h5vc's merged runs) is cut
+    where a block of either side ends."""
+    virtual, source = mappings.virtual, mappings.source
+    v_counts, s_counts = mappings.counts, mappings.source_counts
+    if (v_counts == 1).all() and (s_counts == 1).all():
+        return virtual, source
+    if len(v_counts) != len(s_counts) or (v_counts < 1).any() or (s_counts < 1).any():
+        return None
+    sides = []
+    for blocks, counts in ((virtual, v_counts), (source, s_counts)):
+        if len(blocks) != int(counts.sum()):
+            return None
+        owner = np.repeat(np.arange(len(counts)), counts)
+        lead = blocks[(np.cumsum(counts) - counts)[owner]]  # each block's mapping's first
+        if ndim > 1 and (blocks[:, :, 1:] != lead[:, :, 1:]).any():
+            return None
+        rows = blocks[:, 1, 0] - blocks[:, 0, 0] + 1
+        within = owner[1:] == owner[:-1]
+        if (rows <= 0).any() or (blocks[1:, 0, 0][within] <= blocks[:-1, 1, 0][within]).any():
+            return None  # not in HDF5's order: leave it to HDF5
+        ends = np.cumsum(rows)
+        sides.append((blocks, ends, ends[np.cumsum(counts) - 1], lead))
+    (v_blocks, v_ends, v_totals, v_lead), (s_blocks, s_ends, s_totals, s_lead) = sides
+    if (v_totals != s_totals).any():
+        return None  # a mapping's sides of different sizes
+    if ndim > 1:
+        v_width = v_lead[:, 1, 1:] - v_lead[:, 0, 1:]
+        s_width = s_lead[:, 1, 1:] - s_lead[:, 0, 1:]
+        if (v_width[v_counts.cumsum() - v_counts] != s_width[s_counts.cumsum() - s_counts]).any():
+            return None
+    starts = np.union1d(v_ends - (v_blocks[:, 1, 0] - v_blocks[:, 0, 0] + 1), s_ends[:-1])
+    stops = np.append(starts[1:], v_ends[-1])
+    pieces = []
+    for blocks, ends in ((v_blocks, v_ends), (s_blocks, s_ends)):
+        at = np.searchsorted(ends, starts, side="right")
+        rows = blocks[at, 1, 0] - blocks[at, 0, 0] + 1
+        piece = blocks[at].copy()
+        piece[:, 0, 0] += starts - (ends[at] - rows)
+        piece[:, 1, 0] = piece[:, 0, 0] + (stops - starts) - 1
+        pieces.append(piece)
+    return pieces[0], pieces[1]
+
+
 def _many_blocks(
     virtual: np.ndarray, source: np.ndarray, shape: tuple[int, ...], rows: tuple[int, ...]
 ) -> np.ndarray | None:
@@ -804,6 +890,49 @@ def _blocks(
     return out
 
 
+def _read_rows(
+    view: FileView,
+    dataset: _Dataset,
+    rows: tuple[list[int], list[tuple[int, int, int]]],
+    first: int,
+    stop: int,
+) -> Any:
+    """Elements ``first`` up to ``stop`` of the one-dimensional ``dataset``;
+    ``NotImplemented`` where a block or chunk is not found here."""
+    firsts, blocks = rows
+    number = bisect.bisect_right(firsts, first) - 1
+    if number < 0 or view.bytes.cut():
+        return NotImplemented
+    dtype = dataset.dtype
+    out = np.empty(stop - first, dtype=dtype)
+    locator, itemsize = dataset.locator, dataset.row_bytes
+    c0 = locator.chunks[0]
+    data, base = view.bytes.map, view.bytes.base
+    at = first
+    while at < stop:
+        if number >= len(blocks):
+            return NotImplemented
+        v_start, s_start, extent = blocks[number]
+        if not v_start <= at < v_start + extent:
+            return NotImplemented  # not mapped: the fill value, read by HDF5
+        end = min(stop, v_start + extent)
+        row = s_start + at - v_start
+        while at < end:
+            slot, offset = divmod(row, c0)
+            count = min(end - at, c0 - offset)
+            address = locator.address(slot)
+            if address is None:
+                return NotImplemented
+            start = base + address + offset * itemsize
+            out[at - first : at - first + count] = np.frombuffer(
+                data[start : start + count * itemsize], dtype=dtype
+            )
+            row += count
+            at += count
+        number += 1
+    return out
+
+
 class _MapReader:
     """:class:`~h5vc.hdf5.header.PositionedReader`'s reads, from a file's map."""
 
@@ -826,6 +955,19 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
     selection of at most :data:`~h5vc.store.planner.HDF5_READ_BYTES`;
     ``NotImplemented`` for any other index or a chunk not found here."""
     dtype = dataset.dtype
+    rows = dataset.rows
+    if rows is not None:
+        # One dimension, one slice or position: the blocks in order, in plain Python.
+        size = dataset.shape[0]
+        if type(index) is int:
+            position = index + size if index < 0 else index
+            if 0 <= position < size:
+                found = _read_rows(view, dataset, rows, position, position + 1)
+                return found if found is NotImplemented else found[0]
+        elif isinstance(index, slice) and (index.step is None or index.step == 1):
+            begin, end, _ = index.indices(size)
+            if begin < end and (end - begin) * dtype.itemsize <= planner.HDF5_READ_BYTES:
+                return _read_rows(view, dataset, rows, begin, end)
     box = planner.small_box(index, dataset.shape, dtype.itemsize)
     if box is None:
         return NotImplemented
@@ -834,6 +976,11 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
     ndim = len(low)
     hits: list[tuple[list[int], list[int], list[int], list[int]]] = []
     listed = dataset.listed
+    near = None
+    if listed is None:
+        near = dataset.near(low[0], high[0])
+        if len(near) <= _LISTED_BLOCKS:
+            listed = [(r[:ndim], r[ndim : 2 * ndim], r[2 * ndim :]) for r in near.tolist()]
     if listed is not None:  # a few blocks: plain Python costs less than numpy
         for v_start, s_start, extent in listed:
             first = [max(v, lo) for v, lo in zip(v_start, low)]
@@ -841,7 +988,7 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
             if all(f < t for f, t in zip(first, last)):
                 hits.append((first, last, v_start, s_start))
     else:
-        blocks = dataset.blocks
+        blocks = cast(np.ndarray, near)
         starts, sources = blocks[:, :ndim], blocks[:, ndim : 2 * ndim]
         firsts = np.maximum(starts, low)
         lasts = np.minimum(starts + blocks[:, 2 * ndim :], high)

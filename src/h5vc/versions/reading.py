@@ -228,6 +228,19 @@ class ReadGuard:
         self._local = threading.local()  # this thread's depth of reads, and if it holds
         self._mutex = threading.Lock()
         self._holders = 0  # threads of this process inside a read
+        #: The file's stamp (:attr:`ReadLock.quiet`) at the last read under the lock,
+        #: with the private handle and the state as that read left them; None when
+        #: unknown or when they may have changed since.
+        self.quiet: tuple[int, int, int] | None = None
+
+    def unchanged(self, quiet: tuple[int, int, int]) -> bool:
+        """True if no one wrote the file since it had the stamp ``quiet``
+        (:meth:`ReadLock.unchanged`); False also forgets the stamp."""
+        if self._lock.unchanged(quiet):
+            return True
+        if self.quiet == quiet:
+            self.quiet = None
+        return False
 
     def attach(self, state: FileState, reload: Callable[[FileState, h5py.Group], None]) -> None:
         """Serve ``state``: ``reload(state, root)`` loads it from a new private handle.
@@ -274,8 +287,10 @@ class ReadGuard:
                             self._open_again()
                         self._adopt = False
                     except BaseException:
+                        self.quiet = None
                         self._lock.__exit__(None, None, None)
                         raise
+                    self.quiet = self._lock.quiet
                 self._holders += 1
             finally:
                 self._mutex.release()
@@ -304,6 +319,7 @@ class ReadGuard:
                 return
             close, self._close_file = self._close_file, None
             self.kept = self.known = None
+            self.quiet = None
             close()
             state = None if self._state is None else self._state()
             if state is not None:
@@ -357,6 +373,7 @@ class ReadGuard:
         close, self._close_file = self._close_file, None
         self.root = None
         self.kept = self.known = None
+        self.quiet = None
         if close is not None:
             close()
         self._lock.close()

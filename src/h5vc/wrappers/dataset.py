@@ -293,6 +293,12 @@ class CommittedDataset(_DatasetBase):
         self._mappings = mappings
         self._reader: CommittedReader | None = None
         self._attrs: CommittedAttributes | None = None
+        #: The view of the file's bytes last read through, and what it found of this
+        #: dataset (see :meth:`_first_read`).
+        self._in_view: tuple[FileView, Any] | None = None
+        #: (stamp, generation, view, dataset) of the last read from the bytes under
+        #: the lock, for reads without it (see :meth:`_quick_read`).
+        self._quick: tuple[Any, ...] | None = None
         #: What the header of the virtual dataset said when it was opened, kept until
         #: the first read; then, if HDF5 serves small reads before (and without) the
         #: chunk map, how (see :func:`~h5vc.store.reading.small_reads`).
@@ -421,14 +427,46 @@ class CommittedDataset(_DatasetBase):
         data = np.asarray(self[...])
         return data if dtype is None else data.astype(dtype)
 
-    @reads
     def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, str):
-            return super().__getitem__(index)  # raises: no field names
-        if self._loaded is None:
-            data = self._first_read(index)
+        quick = self._quick
+        if quick is not None:
+            data = self._quick_read(quick, index)
             if data is not NotImplemented:
                 return data
+        return self._read(index)
+
+    def _quick_read(self, quick: tuple[Any, ...], index: Any) -> Any:
+        """``self[index]`` read from the file's bytes without the read lock, when the
+        file is as it was at the last read under the lock; ``NotImplemented`` if it
+        cannot tell or the read is not one :func:`first_read` serves.
+
+        The bytes are copied first, then the file's stamp is looked at: unchanged,
+        no writer touched the file since that read (so the view and the chunk
+        addresses found then hold, and the bytes copied are theirs); changed, the
+        copy is dropped and the read is made under the lock."""
+        stamp, generation, view, dataset = quick
+        guard = self._state.guard
+        if guard is None or guard.quiet != stamp or self._state.generation != generation:
+            self._quick = None
+            return NotImplemented
+        if not guard.anchor.id.valid:  # the caller closed the file: the lock says so
+            return NotImplemented
+        try:
+            data = first_read(view, dataset, index)
+        except Exception:  # what a changed file may do to a read: made under the lock
+            return NotImplemented
+        if data is NotImplemented or not guard.unchanged(stamp):
+            return NotImplemented
+        return data
+
+    @reads
+    def _read(self, index: Any) -> Any:
+        if isinstance(index, str):
+            return super().__getitem__(index)  # raises: no field names
+        data = self._first_read(index)
+        if data is not NotImplemented:
+            return data
+        if self._loaded is None:
             small = self._small_reads()
             if small is not None:
                 data = small_read(small, index, self._state.filename, self._open_dataset)
@@ -442,19 +480,37 @@ class CommittedDataset(_DatasetBase):
         """``self[index]`` read from the file's bytes (:func:`~h5vc.store.reading.first_read`)
         in a file open read-only; ``NotImplemented`` where it is not read that way."""
         self._current()
-        found = file_view(self._state)
+        state = self._state
+        found = file_view(state)
         if found is None:
             return NotImplemented
         view, versions = found
+        known = self._in_view
+        if known is not None and known[0] is view:
+            dataset = known[1]
+        else:
+            dataset = self._bytes_dataset(view, versions)
+            self._in_view = (view, dataset)
+        if dataset is None:
+            return NotImplemented
+        data = first_read(view, dataset, index)
+        quiet = None if state.guard is None else state.guard.quiet
+        if data is not NotImplemented and quiet is not None:
+            self._quick = (quiet, state.generation, view, dataset)
+        return data
+
+    def _bytes_dataset(self, view: FileView, versions: str) -> Any:
+        """What :func:`first_read` needs of this dataset, from ``view`` (None: it is
+        read otherwise)."""
         address = view.address(f"{versions}/{self._version}/{self._path}")
         if address is None:
-            return NotImplemented
+            return None
         dataset = view.dataset(address, f"dataset {self._name!r} of version {self._version!r}")
         # (The chunk stores are next to the versions group.)
         if dataset is None or not dataset.source.startswith(versions.rpartition("/")[0] + "/"):
             # A tree copied with h5py names the original's stores: read its own.
-            return NotImplemented
-        return first_read(view, dataset, index)
+            return None
+        return dataset
 
     def _open_dataset(self) -> h5py.Dataset:
         return self._dataset
