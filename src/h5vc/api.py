@@ -45,6 +45,8 @@ __all__ = ["VersionedHDF5File", "open"]
 
 #: Layouts a new file can be created in: h5vc's (default) and versioned-hdf5's.
 NEW_FILE_DATA_VERSIONS = frozenset({layout.DATA_VERSION_H5VC, layout.DATA_VERSION_COMPAT})
+#: Names whose lookups in a read-only file are kept for lookups without the read lock.
+_LOOKUPS_KEPT = 256
 
 
 class VersionedHDF5File:
@@ -86,6 +88,9 @@ class VersionedHDF5File:
                 f"existing file keeps its layout."
             )
         self._views = CommittedViews(self._state)
+        #: Version names looked up in a read-only file -> (the file's stamp then, the
+        #: group found), for lookups without the read lock (see :meth:`__getitem__`).
+        self._looked_up: dict[str, tuple[Any, CommittedGroup]] = {}
 
     # -- state --------------------------------------------------------------------
 
@@ -122,6 +127,7 @@ class VersionedHDF5File:
         if self._state is not None:
             self._state.drop_caches()
         self._views.clear()
+        self._looked_up.clear()
         self._state = None
 
     @property
@@ -159,7 +165,6 @@ class VersionedHDF5File:
 
     # -- lookups ------------------------------------------------------------------
 
-    @reads
     def __getitem__(self, key: Any) -> CommittedGroup:
         """A committed version by name, ancestor index (0, -1, ...) or timestamp.
 
@@ -167,12 +172,36 @@ class VersionedHDF5File:
         current version; a ``datetime`` (UTC) or ``numpy.datetime64`` is the
         version committed at that time or the latest one before it.
         """
+        if type(key) is str:
+            # A name looked up before in a read-only file: found again without the
+            # read lock while the file's stamp says no one wrote it since.
+            found = self._looked_up.get(key)
+            state = self._state
+            guard = None if state is None else state.guard
+            if (
+                found is not None
+                and guard is not None
+                and found[0] == guard.quiet
+                and guard.anchor.id.valid
+                and guard.unchanged(found[0])
+            ):
+                return found[1]
+        return self._lookup(key)
+
+    @reads
+    def _lookup(self, key: Any) -> CommittedGroup:
         state = self._open_state
         if key is None:
             return self.get_version_by_name(state.current_version)
         if isinstance(key, str):
             self._check_lookup(key)
-            return self.get_version_by_name(self.resolve(key))
+            group = self.get_version_by_name(self.resolve(key))
+            quiet = None if state.guard is None else state.guard.quiet
+            if quiet is not None and type(key) is str:
+                if len(self._looked_up) >= _LOOKUPS_KEPT:
+                    self._looked_up.clear()
+                self._looked_up[key] = (quiet, group)
+            return group
         if isinstance(key, int | np.integer) and not isinstance(key, bool | np.bool_):
             return self.get_version_by_name(self._ancestor(int(key)))
         if isinstance(key, datetime | np.datetime64):

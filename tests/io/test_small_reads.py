@@ -593,3 +593,38 @@ def test_a_read_without_the_lock_that_meets_a_write_is_made_again(
         assert np.array_equal(x[10:20], want[10:20])
         assert quick_reads == [False]
         assert not meddle[0]
+
+
+@pytest.mark.parametrize("opener", OPENERS)
+def test_version_lookups_without_the_lock_stop_at_another_writers_change(
+    tmp_path: Path, opener: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "data.h5"
+    _edited(path)
+    _settled(path)
+    locked: list[str] = []
+    real = h5vc.VersionedHDF5File._lookup
+
+    def counted(self: Any, key: Any) -> Any:
+        locked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(h5vc.VersionedHDF5File, "_lookup", counted)
+    with opened(path, opener) as vf:
+        first = vf["v5"]
+        assert vf["v5"] is first and vf["v5"] is first
+        assert locked == ["v5"]  # the later lookups took no lock
+        _commit_in_another_process(
+            path,
+            f"""
+            import h5vc
+            with h5vc.open({str(path)!r}, "a") as vf:
+                h5vc.delete_versions(vf, ["v5"])
+                with vf.stage_version("v31") as g:
+                    g["x"][:3] = 31
+            """,
+        )
+        with pytest.raises(VersionNotFoundError):
+            vf["v5"]
+        assert vf["v31"]["x"][:3].tolist() == [31.0] * 3
+        assert locked == ["v5", "v5", "v31"]
