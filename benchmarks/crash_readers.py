@@ -1,7 +1,7 @@
 """Readers of every read-only kind in other processes while a writer commits and deletes.
 
     python benchmarks/crash_readers.py [--commits 600] [--deletes 50] [--reads 3000]
-        [--per-kind 2] [--rate-commits 200]
+        [--per-kind 2] [--rate-commits 200] [--gap 0.0] [--kinds open-persistent,...]
 
 1. Correctness: ``--per-kind`` readers of each kind (``h5vc.open`` per read and kept
    open, ``VersionedHDF5File(h5py.File(path, "r"))`` kept open, ``h5vc.Reader``,
@@ -9,7 +9,9 @@
    times each, while the writer commits ``--commits`` versions and deletes old ones
    ``--deletes`` times. Every read must give its version's data or
    ``VersionNotFoundError`` (counted as ``gone``); ``wrong``, ``torn``, ``corrupt``
-   and ``errors`` must be 0.
+   and ``errors`` must be 0. With ``--gap``, the writer waits that long after each
+   commit, so that readers of a file unchanged since their last read read without
+   the lock (and check the file's stamp afterwards) until a commit meets them.
 2. Writer priority: the writer's commit rate beside two ``h5vc.Reader`` processes
    reading whole versions back to back (no pause), against its rate with no reader
    and beside two plain h5py readers that take no lock (what the readers' use of
@@ -40,6 +42,8 @@ def _correctness(args: argparse.Namespace) -> int:
             args.reads,
             per_kind=args.per_kind,
             deletes=args.deletes,
+            gap=args.gap,
+            **({"kinds": args.kinds.split(",")} if args.kinds else {}),
         )
     print(
         f"writer: {commits} commits, {args.deletes} deletes in {seconds:.1f} s "
@@ -79,8 +83,13 @@ def main() -> int:
     parser.add_argument("--per-kind", type=int, default=2)
     parser.add_argument("--rate-commits", type=int, default=200)
     parser.add_argument("--skip-correctness", action="store_true")
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds after each commit")
+    parser.add_argument("--kinds", default="", help="comma-separated reader kinds")
+    parser.add_argument("--skip-rates", action="store_true")
     args = parser.parse_args()
     bad = 0 if args.skip_correctness else _correctness(args)
+    if args.skip_rates:
+        return 1 if bad else 0
     alone = _rate(args.rate_commits, None)
     plain = _rate(args.rate_commits, "h5py-plain")
     beside = _rate(args.rate_commits, "reader")

@@ -10,7 +10,11 @@ version's data), ``torn`` (not one version's data: mixed values, zeros, an attri
 that disagrees), ``corrupt`` (``CorruptDataError`` on this healthy file) or
 ``errors`` (any other exception).
 
-Run as a script: ``python readerharness.py writer PATH COMMITS DELETES READERS [PAUSE]``
+With a ``gap``, the writer waits that many seconds after each commit: the file's
+times then settle, and readers of a file unchanged since their last read read
+without the lock (checking its stamp afterwards) until the next commit meets them.
+
+Run as a script: ``python readerharness.py writer PATH COMMITS DELETES READERS [GAP]``
 or ``python readerharness.py reader KIND PATH READS LAST [PAUSE]``. A reader prints
 its counts as ``key=value`` words, the writer its commits and seconds. The writer
 starts once ``READERS`` readers made their first read (each leaves a file
@@ -60,9 +64,12 @@ def _ready_files(path: str) -> list[Path]:
     return list(target.parent.glob(target.name + ".ready-*"))
 
 
-def write(path: str, commits: int, deletes: int = 0, readers: int = 0) -> tuple[int, float]:
+def write(
+    path: str, commits: int, deletes: int = 0, readers: int = 0, gap: float = 0.0
+) -> tuple[int, float]:
     """Commit ``commits`` versions, deleting older ones ``deletes`` times evenly
-    between them; the commits made and the seconds they took."""
+    between them, ``gap`` seconds after each; the commits made and the seconds they
+    took."""
     deadline = time.monotonic() + DEADLINE
     while len(_ready_files(path)) < readers and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -82,14 +89,18 @@ def write(path: str, commits: int, deletes: int = 0, readers: int = 0) -> tuple[
                 # Deletes move chunks and free space that later commits reuse.
                 old = [name for name in vf.versions if int(name[1:]) < k - 2]
                 h5vc.delete_versions(vf, old)
+            if gap:
+                time.sleep(gap)
         return commits, time.perf_counter() - began
 
 
-def _write_then_mark(path: str, commits: int, deletes: int, readers: int) -> tuple[int, float]:
+def _write_then_mark(
+    path: str, commits: int, deletes: int, readers: int, gap: float = 0.0
+) -> tuple[int, float]:
     """:func:`write`, then leave ``PATH.done``: readers that never see the last
     version (a handle that does not follow the file) stop then."""
     try:
-        return write(path, commits, deletes, readers)
+        return write(path, commits, deletes, readers, gap)
     finally:
         Path(path + ".done").touch()
 
@@ -393,6 +404,7 @@ def run(
     per_kind: int = 2,
     deletes: int = 0,
     pause: float = 0.002,
+    gap: float = 0.0,
 ) -> tuple[dict[str, list[dict[str, int]]], tuple[int, float]]:
     """Start a writer, then ``per_kind`` readers of each kind while it commits;
     the readers' counts by kind, and the writer's commits and seconds."""
@@ -410,6 +422,7 @@ def run(
             str(commits),
             str(deletes),
             str(per_kind * len(kinds)),
+            str(gap),
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -459,7 +472,8 @@ if __name__ == "__main__":
     role = sys.argv[1]
     if role == "writer":
         target, commits, deletes, readers = sys.argv[2], *map(int, sys.argv[3:6])
-        made, seconds = _write_then_mark(target, commits, deletes, readers)
+        gap = float(sys.argv[6]) if len(sys.argv) > 6 else 0.0
+        made, seconds = _write_then_mark(target, commits, deletes, readers, gap)
         print(made, seconds)
     else:
         kind, target, count, last = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

@@ -31,6 +31,26 @@ def test_readers_of_every_kind_during_commits_and_deletes(tmp_path: Path) -> Non
             assert found["seen"] > 3, f"{kind} readers follow the writer's new versions"
 
 
+def test_readers_without_the_lock_between_commits_and_deletes(tmp_path: Path) -> None:
+    """The writer pauses after each commit, long enough for the file's times to
+    settle: the kept readers then read without the lock until a commit meets them."""
+    results, (commits, _) = readerharness.run(
+        tmp_path,
+        commits=16,
+        reads=30,
+        deletes=4,
+        per_kind=1,
+        kinds=("open-persistent", "h5py-persistent"),
+        gap=0.07,
+    )
+    assert commits == 16
+    for kind, counts in results.items():
+        for found in counts:
+            bad = {key: found[key] for key in ("wrong", "torn", "corrupt", "errors")}
+            assert bad == dict.fromkeys(bad, 0), (kind, found)
+            assert found["seen"] > 3, f"{kind} readers follow the writer's new versions"
+
+
 def _commits(path: Path, first: int, last: int) -> None:
     """Versions v<first>..v<last> of ``x`` (every element k), committed by h5vc."""
     with h5vc.open(path, "a") as vf:
