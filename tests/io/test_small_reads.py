@@ -628,3 +628,60 @@ def test_version_lookups_without_the_lock_stop_at_another_writers_change(
             vf["v5"]
         assert vf["v31"]["x"][:3].tolist() == [31.0] * 3
         assert locked == ["v5", "v5", "v31"]
+
+
+def _with_fill(path: Path) -> None:
+    """Datasets whose chunks of the fill value are left unmapped (h5vc's layout)."""
+    with h5vc.open(path, "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("zeros", data=np.zeros(5000), chunks=(100,))
+            g.create_dataset("minus", shape=(3000,), dtype="i4", chunks=(64,), fillvalue=-7)
+            g.create_dataset("table", data=np.zeros((400, 3), "f4"), chunks=(16, 3))
+            g.create_dataset("tiles", data=np.zeros((40, 40)), chunks=(10, 10))
+        for k in range(1, 6):
+            with vf.stage_version(f"v{k}") as g:
+                g["zeros"][k * 700 : k * 700 + 150] = k
+                g["minus"][k * 400 : k * 400 + 10] = k
+                g["table"][k * 50 : k * 50 + 20] = k
+                g["tiles"][k * 5, k * 3] = k
+                g["tiles"][k * 5, 35] = -k  # two tiles of one band of rows
+
+
+@pytest.mark.parametrize("opener", OPENERS)
+def test_elements_no_mapping_covers_read_as_the_fill_value(
+    tmp_path: Path, opener: str, byte_reads: list[str]
+) -> None:
+    path = tmp_path / "data.h5"
+    _with_fill(path)
+    rng = np.random.default_rng(2)
+    served = {}
+    for version in ("v1", "v5"):
+        with opened(path, opener) as vf:
+            for name, size in (("zeros", 5000), ("minus", 3000), ("table", 400), ("tiles", 40)):
+                want = _expected(path, version, name)
+                dataset = vf[version][name]
+                before = len(byte_reads)
+                selections: list[Any] = [0, -1, slice(None, 30), slice(size - 5, None)]
+                for _ in range(25):
+                    start = int(rng.integers(0, size))
+                    selections.append(slice(start, start + int(rng.integers(1, 400))))
+                for selection in selections:
+                    assert np.array_equal(dataset[selection], want[selection]), (name, selection)
+                served[name] = len(byte_reads) - before
+    assert _expected(path, "v5", "minus")[0] == -7
+    # One dimension and whole rows: every read from the bytes, the fill included.
+    assert served["zeros"] == served["minus"] == served["table"] == 29
+    assert served["tiles"] == 0  # blocks side by side: HDF5 fills them
+
+
+def test_the_fill_value_of_a_fill_value_message() -> None:
+    from h5vc.hdf5.header import fill_value
+
+    value = np.float64(-1.5).tobytes()
+    assert fill_value(bytes([2, 2, 2, 1]) + (8).to_bytes(4, "little") + value) == value
+    assert fill_value(bytes([2, 2, 2, 0])) == b""  # none defined: zeros
+    assert fill_value(bytes([3, 0x20 | 0x02]) + (8).to_bytes(4, "little") + value) == value
+    assert fill_value(bytes([3, 0x02])) == b""
+    assert fill_value(bytes([3, 0x10])) is None  # undefined: left to HDF5
+    assert fill_value(bytes([3, 0x20]) + (9).to_bytes(4, "little") + value) is None  # cut
+    assert fill_value(bytes([7, 0])) is None

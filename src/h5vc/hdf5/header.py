@@ -40,6 +40,7 @@ from h5vc.remote import stream_descriptor
 
 __all__ = [
     "DATASPACE",
+    "FILL",
     "LAYOUT",
     "PIPELINE",
     "HeaderDamage",
@@ -54,6 +55,7 @@ __all__ = [
     "chunk_dims",
     "dataspace_dims",
     "file_descriptor",
+    "fill_value",
     "object_messages",
     "same_datatype",
     "stored_messages",
@@ -83,7 +85,7 @@ _NIL, _DATASPACE, _DATATYPE, _FILL_OLD, _FILL, _LAYOUT, _PIPELINE, _CONTINUATION
 )
 
 #: Types of the dataspace, datatype, layout and filter pipeline messages.
-DATASPACE, DATATYPE, LAYOUT, PIPELINE = _DATASPACE, _DATATYPE, _LAYOUT, _PIPELINE
+DATASPACE, DATATYPE, FILL, LAYOUT, PIPELINE = _DATASPACE, _DATATYPE, _FILL, _LAYOUT, _PIPELINE
 
 #: Message flag bit: the message is shared (stored elsewhere, referenced here).
 _SHARED = 0x02
@@ -749,6 +751,32 @@ def _datatype(body: bytes) -> int:
                     f"{precision} at {offset}"
                 )
     return size
+
+
+def fill_value(body: bytes) -> bytes | None:
+    """The fill value a fill-value message (version 1 to 3) gives, as stored: ``b""``
+    where none is defined (HDF5 then fills with zeros); None where the message says
+    the fill value is undefined, or cannot be read."""
+    if len(body) < 2:
+        return None
+    version = body[0]
+    if version in (1, 2) and len(body) >= 4:
+        present, start = version == 1 or bool(body[3]), 4
+    elif version == 3:
+        flags = body[1]
+        if flags & 0x10:
+            return None  # undefined: HDF5 leaves unmapped elements as they are
+        present, start = bool(flags & 0x20), 2
+    else:
+        return None
+    if not present:
+        return b""
+    if start + 4 > len(body):
+        return None
+    size = int.from_bytes(body[start : start + 4], "little")
+    if start + 4 + size > len(body):
+        return None
+    return body[start + 4 : start + 4 + size]
 
 
 def _fill(body: bytes) -> int | None:

@@ -33,6 +33,7 @@ from h5vc.hdf5.filebytes import FileBytes, Header, Unreadable
 from h5vc.hdf5.header import (
     DATASPACE,
     DATATYPE,
+    FILL,
     LAYOUT,
     PIPELINE,
     HeaderDamage,
@@ -42,6 +43,7 @@ from h5vc.hdf5.header import (
     checked_messages,
     checksum,
     chunk_dims,
+    fill_value,
     same_datatype,
 )
 from h5vc.hdf5.mappings import Mappings, StoredVirtual, decode_mappings, stored_dims
@@ -452,12 +454,14 @@ def small_read(
 
 class _Dataset:
     """What a first read of one committed dataset needs, read from the file's bytes:
-    its shape and dtype, its ``raw_data``'s chunk locator and row size, and its
-    mappings as ``(virtual start, source start, extent)`` rows."""
+    its shape and dtype, its ``raw_data``'s chunk locator and row size, its mappings
+    as ``(virtual start, source start, extent)`` rows, and the value of the elements
+    they leave unmapped."""
 
     __slots__ = (
         "blocks",
         "dtype",
+        "fill",
         "listed",
         "locator",
         "reach",
@@ -476,43 +480,41 @@ class _Dataset:
         row_bytes: int,
         blocks: np.ndarray | list[list[int]],
         source: str = "",
+        fill: Any = None,
     ):
+        """``fill``: the value of elements no block maps, where some are (the caller
+        checked that the blocks do not overlap)."""
         #: The path of the ``raw_data`` the mappings name.
         self.source = source
         self.shape = shape
         self.dtype = dtype
         self.locator = locator
         self.row_bytes = row_bytes
-        #: The rows as Python lists, for a few blocks; else as an array.
-        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
-        if len(blocks) <= _LISTED_BLOCKS:
-            ndim = len(shape)
-            rows = blocks if isinstance(blocks, list) else blocks.tolist()
-            self.listed = [(row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in rows]
-            blocks = np.zeros((0, 3 * ndim), dtype=np.int64)
-        elif isinstance(blocks, list):
-            blocks = np.array(blocks, dtype=np.int64)
-        #: Many blocks are sorted by their first coordinate (:attr:`starts`): a read
-        #: looks only at those that may reach its box (see :meth:`near`).
+        #: The value of the elements no block maps; None where every element is mapped.
+        self.fill = fill
+        ndim = len(shape)
+        if isinstance(blocks, list):
+            blocks = np.array(blocks, dtype=np.int64).reshape(-1, 3 * ndim)
+        #: The blocks sorted by their first coordinate (:attr:`starts`): a read looks
+        #: only at those that may reach its box (see :meth:`near`).
         blocks = blocks[np.argsort(blocks[:, 0], kind="stable")]
         self.blocks = blocks
         self.starts = blocks[:, 0]
-        ndim = len(shape)
-        extent = blocks[:, 2 * ndim]
         #: How far before a box's first row a block may start and still reach it:
         #: the longest extent along the first axis; 0 where the blocks follow one
         #: another along it (one dimension, or blocks of whole rows).
-        self.reach = 0 if len(blocks) == 0 else int(extent.max())
-        if len(blocks) > 1 and (self.starts[1:] >= self.starts[:-1] + extent[:-1]).all():
-            self.reach = 0
+        self.reach = block_reach(blocks, ndim)
+        #: The rows as Python lists, for a few blocks (plain Python reads them faster).
+        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
+        if len(blocks) <= _LISTED_BLOCKS:
+            self.listed = [
+                (row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in blocks.tolist()
+            ]
         #: One dimension: the blocks as (first row, source row, rows) in order, and
         #: their first rows (see :func:`_read_rows`).
         self.rows: tuple[list[int], list[tuple[int, int, int]]] | None = None
         if ndim == 1:
-            if self.listed is not None:
-                every = sorted((v[0], s[0], e[0]) for v, s, e in self.listed)
-            else:
-                every = [(v, s, e) for v, s, e in blocks.tolist()]
+            every = [(v, s, e) for v, s, e in blocks.tolist()]
             self.rows = [v for v, _, _ in every], every
 
     def near(self, first: int, stop: int) -> np.ndarray:
@@ -728,9 +730,31 @@ class FileView:
             blocks = _blocks(pairs, tuple(shape), rows)
         if blocks is None:
             return None
+        fill = None
+        if len(blocks) == 0 or _mapped(blocks, ndim) < math.prod(shape):
+            # Elements no block maps read as the fill value: known, and with blocks
+            # that cannot overlap (one after another along the first axis).
+            fill = self._fill_value(header, dtype)
+            ordered = np.asarray(blocks, dtype=np.int64).reshape(-1, 3 * ndim)
+            ordered = ordered[np.argsort(ordered[:, 0], kind="stable")]
+            if fill is None or block_reach(ordered, ndim):
+                return None
         row_bytes = dtype.itemsize * math.prod(rows[1:])
         source = source_name.replace(b"%%", b"%").decode()
-        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks, source)
+        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks, source, fill)
+
+    def _fill_value(self, header: Header, dtype: np.dtype) -> Any:
+        """The fill value the virtual dataset's header gives (a numpy scalar of
+        ``dtype``); None where it has none read here."""
+        found = header.messages.get(FILL)
+        if found is None:
+            return None
+        stored = fill_value(self.bytes.map[found[0] : found[0] + found[1]])
+        if stored is None or len(stored) not in (0, dtype.itemsize):
+            return None
+        if not stored:
+            return dtype.type(0)
+        return np.frombuffer(stored, dtype=dtype)[0]
 
     def _store(self, name: bytes) -> tuple[int, ChunkLocator, bytes, tuple[int, ...]] | None:
         """The ``raw_data`` named ``name``: (address, chunk locator, datatype message,
@@ -843,7 +867,7 @@ def _many_blocks(
         return None
     if (virtual[:, 1] >= np.array(shape)).any() or (source[:, 1] >= np.array(rows)).any():
         return None
-    if (source[:, 0] < 0).any() or int(extent.prod(axis=1).sum()) != math.prod(shape):
+    if (source[:, 0] < 0).any() or int(extent.prod(axis=1).sum()) > math.prod(shape):
         return None
     return np.concatenate([virtual[:, 0], source[:, 0], extent], axis=1).astype(np.int64)
 
@@ -856,7 +880,8 @@ def _blocks(
     """The mappings ``pairs`` (a virtual block's first and last coordinates, and those
     of its source blocks) as ``(virtual start, source start, extent)`` rows of
     ``3 * ndim`` numbers, one per block of the same extent on both sides; None unless
-    they map every element of ``shape`` once, from inside ``rows``. A virtual block
+    they map elements of ``shape`` (at most as many as it has) from inside ``rows``
+    (where they leave some unmapped, see :meth:`FileView._dataset`). A virtual block
     of several source blocks is cut where they meet, when all span whole rows (then
     HDF5's element order, row-major on both sides, pairs row with row)."""
     ndim = len(shape)
@@ -885,9 +910,26 @@ def _blocks(
             at += s_extent[0]
         if at != v_last[0] + 1:
             return None
-    if not out or total != math.prod(shape):
-        return None  # not every element mapped once: the fill value would show
+    if not out or total > math.prod(shape):
+        return None  # an element mapped twice
     return out
+
+
+def _mapped(blocks: np.ndarray | list[list[int]], ndim: int) -> int:
+    """How many elements ``blocks`` (rows of ``3 * ndim`` numbers) map."""
+    if isinstance(blocks, list):
+        return sum(math.prod(row[2 * ndim :]) for row in blocks)
+    return int(blocks[:, 2 * ndim :].prod(axis=1).sum())
+
+
+def block_reach(blocks: np.ndarray, ndim: int) -> int:
+    """:attr:`_Dataset.reach` of ``blocks`` (rows of ``3 * ndim`` numbers, sorted by
+    their first): 0 where each block ends before the next starts along the first axis
+    (so no two overlap), else the longest extent along it."""
+    starts, extent = blocks[:, 0], blocks[:, 2 * ndim]
+    if len(blocks) <= 1 or (starts[1:] >= starts[:-1] + extent[:-1]).all():
+        return 0
+    return int(extent.max())
 
 
 def _read_rows(
@@ -900,21 +942,28 @@ def _read_rows(
     """Elements ``first`` up to ``stop`` of the one-dimensional ``dataset``;
     ``NotImplemented`` where a block or chunk is not found here."""
     firsts, blocks = rows
-    number = bisect.bisect_right(firsts, first) - 1
-    if number < 0 or view.bytes.cut():
+    number = max(0, bisect.bisect_right(firsts, first) - 1)
+    if view.bytes.cut():
         return NotImplemented
     dtype = dataset.dtype
+    fill = dataset.fill
     out = np.empty(stop - first, dtype=dtype)
     locator, itemsize = dataset.locator, dataset.row_bytes
     c0 = locator.chunks[0]
     data, base = view.bytes.map, view.bytes.base
     at = first
     while at < stop:
-        if number >= len(blocks):
-            return NotImplemented
+        if number < len(blocks) and blocks[number][0] + blocks[number][2] <= at:
+            number += 1  # the block before ``first`` ends before it
+            continue
+        gap_end = stop if number >= len(blocks) else min(stop, blocks[number][0])
+        if at < gap_end:  # elements no block maps
+            if fill is None:
+                return NotImplemented
+            out[at - first : gap_end - first] = fill
+            at = gap_end
+            continue
         v_start, s_start, extent = blocks[number]
-        if not v_start <= at < v_start + extent:
-            return NotImplemented  # not mapped: the fill value, read by HDF5
         end = min(stop, v_start + extent)
         row = s_start + at - v_start
         while at < end:
@@ -1003,7 +1052,9 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
         )
     if view.bytes.cut():  # HDF5 reads it instead, and reports the bytes missing
         return NotImplemented
-    out = np.empty(tuple(b - a for a, b in zip(low, high)), dtype=dtype)
+    counts = tuple(b - a for a, b in zip(low, high))
+    fill = dataset.fill
+    out = np.empty(counts, dtype=dtype) if fill is None else np.full(counts, fill, dtype=dtype)
     locator, row_bytes = dataset.locator, dataset.row_bytes
     c0 = locator.chunks[0]
     data = view.bytes.map
