@@ -19,7 +19,7 @@ import pytest
 
 import h5vc
 import h5vc.config as config
-from h5vc.errors import CorruptDataError, VersionNotFoundError
+from h5vc.errors import ClosedError, CorruptDataError, VersionNotFoundError
 from h5vc.hdf5 import clib
 from h5vc.hdf5.filebytes import FileBytes
 from h5vc.hdf5.header import checksum, checksum_python
@@ -562,6 +562,14 @@ def test_reads_without_the_lock_stop_at_another_writers_change(
             gone[7]
         assert quick_reads[2:] == [False, False]
         assert vf["v39"]["x"][:50].tolist() == [39.0] * 50
+        _settled(path)
+        again = vf["v39"]["x"]
+        assert again[:5].tolist() == again[5:10].tolist() == [39.0] * 5
+        assert quick_reads[-1]  # the second read took no lock
+    with pytest.raises(ClosedError):
+        again[:5]  # a read without the lock finds the file closed too
+    with pytest.raises(ClosedError):
+        vf["v39"]
 
 
 @pytest.mark.parametrize("opener", OPENERS)
@@ -685,3 +693,19 @@ def test_the_fill_value_of_a_fill_value_message() -> None:
     assert fill_value(bytes([3, 0x10])) is None  # undefined: left to HDF5
     assert fill_value(bytes([3, 0x20]) + (9).to_bytes(4, "little") + value) is None  # cut
     assert fill_value(bytes([7, 0])) is None
+
+
+def test_a_read_without_the_lock_finds_the_callers_file_closed(
+    tmp_path: Path, quick_reads: list[bool]
+) -> None:
+    path = tmp_path / "data.h5"
+    _edited(path)
+    _settled(path)
+    file = h5py.File(path, "r")
+    vf = h5vc.VersionedHDF5File(file)
+    x = vf["v30"]["x"]
+    assert x[:5].tolist() == x[:5].tolist()
+    assert quick_reads == [True]  # the first under the lock, the second without
+    file.close()  # the caller's file, not the VersionedHDF5File
+    with pytest.raises(ClosedError):
+        x[:5]
