@@ -9,7 +9,9 @@ metadata. h5vc therefore opens writable files through HDF5's ``fileobj`` driver 
 Between two *commit points* (an epoch), bytes beyond the size the file had when the
 epoch began (its *base*) are written straight to the file: nothing committed refers to
 them. Bytes below the base are *old*: a write to them is held in memory (an overlay of
-4 KiB pages, which reads see) until :meth:`JournaledFile.commit`, which
+4 KiB pages, which reads see; a page the write leaves as it is on disk is not held, as
+HDF5 rewrites whole object-header chunks of which a few bytes changed) until
+:meth:`JournaledFile.commit`, which
 
 1. appends the original content of every such page to ``<file>.h5vc-journal`` and
    fsyncs it (the header, written first in an epoch, records the base);
