@@ -183,6 +183,58 @@ def test_held_pages_journal_the_bytes_they_had_when_first_held(
     assert path.read_bytes() == original
 
 
+def test_pages_written_as_they_were_are_neither_journaled_nor_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HDF5 writes an object header's chunks whole when one message of them changes:
+    only the pages whose bytes differ are held, journaled and written, before a spill
+    and after it; a page changed and changed back is not written; a crash recovers
+    the file to the last commit point all the same."""
+    path = tmp_path / "data.h5"
+    page = journal.PAGE
+    original = bytes(range(256)) * 96  # six pages
+    path.write_bytes(original)
+    kinds: list[str] = []
+    handle = JournaledFile(path, durable=False, fault=kinds.append)
+    new = bytearray(original)
+    new[2 * page + 5] ^= 0xFF
+    handle.seek(0)
+    handle.write(new[: 4 * page])  # four pages written whole, one of them changed
+    handle.seek(3 * page + 7)
+    handle.write(b"x" * 10)
+    handle.seek(3 * page + 7)
+    handle.write(original[3 * page + 7 : 3 * page + 17])  # and changed back
+    assert list(handle._held) == [2, 3]
+    handle.seek(0)
+    assert handle.read(4 * page) == new[: 4 * page]
+    handle.commit()
+    assert path.read_bytes() == new
+    assert kinds == ["journal", "journal", "write", "journal"]  # page 2 only
+    kinds.clear()
+    monkeypatch.setattr(journal, "SPILL_BYTES", 0)  # every write spills at once
+    changed = bytearray(new)
+    changed[4 * page + 1] ^= 0xFF
+    handle.seek(0)
+    handle.write(changed)  # journals and writes page 4 only
+    handle.seek(4 * page)
+    handle.write(changed[4 * page : 5 * page])  # journaled: as it is, not written again
+    handle.seek(5 * page + 3)
+    handle.write(b"y")
+    assert kinds == ["journal", "journal", "write", "journal", "write"]
+    jfd = os.open(journal_path(path), os.O_RDONLY)
+    try:
+        records, _ = journal._read_records(jfd, handle._epoch, journal._HEADER.size)
+    finally:
+        os.close(jfd)
+    assert [offset for offset, _ in records] == [4 * page, 5 * page]
+    for fd in (handle._fd, handle._jfd):  # killed: no commit, no roll-back of its own
+        assert fd is not None
+        os.close(fd)
+    handle._fd, handle._jfd = -1, None
+    assert recover(path, durable=False)
+    assert path.read_bytes() == new
+
+
 def test_a_truncation_to_the_current_end_begins_no_epoch(tmp_path: Path) -> None:
     path = tmp_path / "data.h5"
     path.write_bytes(b"a" * 10_000)

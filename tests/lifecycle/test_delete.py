@@ -243,3 +243,34 @@ def test_random_commits_and_deletes_match_a_model(tmp_path_factory, steps, layou
                 np.testing.assert_array_equal(vf[name]["x"][:], expected)
         if model:
             verify_hashes(vf, "x")
+
+
+def test_deleting_loads_the_columns_and_the_merge_only_when_needed(path: Path) -> None:
+    """A file without sample columns and with one branch is deleted from without
+    importing h5vc.columns (0.1-0.2 s) or the merge (which finds merge bases of two
+    branches or more); the group it looks for is the columns' own."""
+    import subprocess
+    import sys
+
+    from h5vc.columns.storage import SAMPLES_GROUP
+    from h5vc.lifecycle import delete
+
+    assert delete._SAMPLES_GROUP == SAMPLES_GROUP
+    with h5vc.open(str(path), "w") as vf:
+        for number in range(3):
+            with vf.stage_version(f"v{number}") as g:
+                if number == 0:
+                    g.create_dataset("x", data=np.arange(10), chunks=(5,))
+                g["x"][number] = -1
+        vf.create_branch("main")
+    code = (
+        "import sys, h5py, h5vc\n"
+        f"with h5py.File({str(path)!r}, 'r+') as f:\n"
+        "    h5vc.delete_versions(f, ['v1'])\n"
+        "    assert h5vc.VersionedHDF5File(f).versions == ['v0', 'v2']\n"
+        "print(sorted(m for m in ('h5vc.columns', 'h5vc.lifecycle.merge') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"

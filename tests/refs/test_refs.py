@@ -80,6 +80,32 @@ def test_refs_survive_reopening(path, vf):
         assert again.branches == {"main": "v1"} and again.tags == {"t1": "v1"}
 
 
+def test_refs_are_stored_as_h5py_stores_a_str(path, vf):
+    """Each ref (and the current branch) is a scalar variable-length UTF-8 string
+    attribute, exactly what h5py's ``attrs[key] = "..."`` writes."""
+    with vf.stage_version("v2") as g:
+        g["x"][0] = 5
+    vf.create_branch("main", at="v1")
+    vf.create_tag("t\u00e9", "v1")
+    vf.reset_branch("main", "v2")
+    vf.switch_branch("main")
+    vf.close()
+    vf.f.file.close()
+    with h5py.File(path, "r+") as f:
+        versions = f["_version_data/versions"]
+        versions.attrs["by_h5py"] = "v2"
+        expected = versions.attrs.get_id("by_h5py")
+        for key, value in (
+            ("h5vc_branch:main", "v2"),
+            ("h5vc_tag:t\u00e9", "v1"),
+            ("h5vc_current_branch", "main"),
+        ):
+            attr = versions.attrs.get_id(key)
+            assert attr.get_type() == expected.get_type()
+            assert attr.shape == expected.shape == ()
+            assert versions.attrs[key] == value
+
+
 def test_versioned_hdf5_opens_a_file_with_refs_and_a_merge(tmp_path):
     from versioned_hdf5 import VersionedHDF5File as OtherFile
 

@@ -9,7 +9,9 @@ metadata. h5vc therefore opens writable files through HDF5's ``fileobj`` driver 
 Between two *commit points* (an epoch), bytes beyond the size the file had when the
 epoch began (its *base*) are written straight to the file: nothing committed refers to
 them. Bytes below the base are *old*: a write to them is held in memory (an overlay of
-4 KiB pages, which reads see) until :meth:`JournaledFile.commit`, which
+4 KiB pages, which reads see; a page the write leaves as it is on disk is not held, as
+HDF5 rewrites whole object-header chunks of which a few bytes changed) until
+:meth:`JournaledFile.commit`, which
 
 1. appends the original content of every such page to ``<file>.h5vc-journal`` and
    fsyncs it (the header, written first in an epoch, records the base);
@@ -565,32 +567,50 @@ class JournaledFile:
         self._journal_end = _HEADER.size
         self._started = True
 
-    def _old_page(self, page: int) -> bytearray:
+    def _old_page(self, page: int) -> bytes:
+        """The content on disk of old page ``page`` (up to the base)."""
         start = page * PAGE
         length = min(PAGE, self._base - start)
-        content = bytearray(os.pread(self._fd, length, start))
-        content.extend(bytes(length - len(content)))
-        return content
+        content = os.pread(self._fd, length, start)
+        return content if len(content) == length else content + bytes(length - len(content))
 
     def _hold(self, view: memoryview, start: int) -> None:
+        """Apply the write of ``view`` at ``start`` (below the base): to the held
+        pages, straight to the file for pages journaled already, else by holding the
+        page in memory. A page the write leaves as it is on disk is neither held nor
+        written: HDF5 writes an object header's chunks whole when one message of them
+        changes (the versions group's attributes, one per ref: for 200 refs a few
+        bytes differ of the 16 KiB written)."""
+        data = view.tobytes()
+        stop = start + len(data)
+        # The pages the write falls in, as on disk, in one read (stop <= the base).
+        first = start - start % PAGE
+        disk = os.pread(self._fd, min(self._base, -(-stop // PAGE) * PAGE) - first, first)
+        held_pages = self._held
         position = start
-        while position < start + len(view):
-            page = position // PAGE
-            offset = position - page * PAGE
-            count = min(PAGE - offset, start + len(view) - position)
-            chunk = view[position - start : position - start + count]
-            if page in self._journaled:
-                if page == 0:
-                    self._mark_first_page(offset, chunk)
-                self._check_fault("write")
-                pwrite_all(self._fd, chunk, position)
-            else:
-                held = self._held.get(page)
-                if held is None:
-                    held = self._held[page] = self._old_page(page)
-                    self._originals[page] = bytes(held)
+        while position < stop:
+            page, offset = divmod(position, PAGE)
+            count = min(PAGE - offset, stop - position)
+            lo = position - start
+            hi = lo + count
+            held = held_pages.get(page)
+            if held is not None:
+                held[offset : offset + count] = view[lo:hi]
+            elif disk[position - first : position - first + count] != data[lo:hi]:  # memcmp
+                if page in self._journaled:
+                    if page == 0:
+                        self._mark_first_page(offset, view[lo:hi])
+                    self._check_fault("write")
+                    pwrite_all(self._fd, view[lo:hi], position)
+                else:
+                    length = min(PAGE, self._base - page * PAGE)
+                    original = disk[page * PAGE - first : page * PAGE - first + length]
+                    if len(original) < length:  # the file is shorter than its base
+                        original += bytes(length - len(original))
+                    held = held_pages[page] = bytearray(original)
+                    held[offset : offset + count] = view[lo:hi]
+                    self._originals[page] = original
                     self._held_sorted.insert(bisect_left(self._held_sorted, page), page)
-                held[offset : offset + count] = chunk
             position += count
 
     def _first_page_mark(self, content: bytes | bytearray) -> bytes:
@@ -625,37 +645,38 @@ class JournaledFile:
 
     def _spill(self, extra: range = range(0)) -> None:
         """Journal the originals of the held pages (and of ``extra`` pages), sync the
-        journal, then write the held pages into the file."""
-        pages = sorted(set(self._held) | {p for p in extra if p not in self._journaled})
-        pages = [p for p in pages if p not in self._journaled and p * PAGE < self._base]
-        if pages or self._held:
+        journal, then write the held pages into the file. A held page written back
+        as it was on disk is neither journaled nor written."""
+        held, originals = self._held, self._originals
+        changed = [page for page in self._held_sorted if held[page] != originals[page]]
+        cut = {p for p in extra if p not in self._journaled and p * PAGE < self._base}
+        pages = sorted(cut.union(changed)) if cut else changed
+        if pages:
             self._enter_apply()  # held until the commit point ends
-        if pages or 0 in self._held:
             assert self._jfd is not None
             parts = []
-            originals = self._originals
             for page in pages:
-                original: bytes | bytearray | None = originals.get(page)
+                original = originals.get(page)
                 if original is None:  # a page not held (cut off by a truncation)
                     original = self._old_page(page)
                 parts.append(
                     _RECORD.pack(self._epoch, page * PAGE, len(original), zlib.crc32(original))
                 )
-                parts.append(bytes(original))
-            if 0 in self._held:
-                parts.append(self._first_page_mark(self._held[0]))
+                parts.append(original)
+            if changed and changed[0] == 0:
+                parts.append(self._first_page_mark(held[0]))
             self._check_fault("journal")
             blob = b"".join(parts)
             pwrite_all(self._jfd, blob, self._journal_end)
             self._journal_end += len(blob)
             _sync(self._jfd, self.durable)
             self._journaled.update(pages)
-        for page in self._held_sorted:
+        for page in changed:
             self._check_fault("write")
-            pwrite_all(self._fd, self._held[page], page * PAGE)
-        self._held.clear()
+            pwrite_all(self._fd, held[page], page * PAGE)
+        held.clear()
         self._held_sorted.clear()
-        self._originals.clear()
+        originals.clear()
 
 
 def _roll_back_open(fd: int, records: list[tuple[int, bytes]], base: int, durable: bool) -> None:

@@ -26,6 +26,7 @@ from h5vc.errors import (
     InvalidVersionNameError,
     RefNotFoundError,
 )
+from h5vc.lifecycle import MergeResult
 from h5vc.store import layout
 from h5vc.versions import FileState
 from h5vc.versions.refs import BRANCH, TAG
@@ -34,7 +35,6 @@ from h5vc.versions.timestamps import now
 if TYPE_CHECKING:  # the tools are imported when used: opening a file loads none
     from h5vc.lifecycle.bisection import BisectResult
     from h5vc.lifecycle.blame import Blame
-    from h5vc.lifecycle.results import MergeResult
 
 __all__ = [
     "after_branch_commit",
@@ -218,8 +218,6 @@ def merge(
     moves_current = ours == state.current_version
     if fast_forward and _fast_forwards(state, ours, their_version, on_conflict):
         # Only refs move: the merge machinery is not needed (nor imported).
-        from h5vc.lifecycle.results import MergeResult
-
         with state.operation():  # one commit point: the branch and the current version
             if branch is not None:
                 state.refs.set(BRANCH, branch, their_version)
