@@ -244,12 +244,18 @@ class FastReader:
         table = self._table()
         if table is None:
             return list(range(len(counts)))
-        tasks, left = self._plan(table, src_starts, dst_starts, counts)
+        runs, left = self._plan(table, src_starts, dst_starts, counts)
         if self.pipeline is None:
-            if scatter.available() and destination.flags.c_contiguous:
-                tasks = self._read_scatter(destination, table, tasks)
-            if self.mappable and self._read_mapped_tiles(destination, table, tasks):
+            scatters = scatter.available() and destination.flags.c_contiguous
+            if scatters:
+                runs = self._read_whole_rows(destination, table, runs)
+            if not len(runs) or (
+                self.mappable and self._read_mapped_tiles(destination, table, runs)
+            ):
                 return left
+            tasks = runs.tasks()
+            if scatters:
+                tasks = self._read_scatter(destination, table, tasks)
             # Copied from the map, pieces cost less than bands through a buffer (a tenth
             # less CPU time for 100x100 chunks of a 4000x4000 result).
             band_rows = 0 if self.mappable else self._band_rows(destination, tasks)
@@ -272,7 +278,7 @@ class FastReader:
             for _ in parallel_groups(read_plain, pieces):
                 pass
         else:
-            self._read_compressed(destination, table, tasks)
+            self._read_compressed(destination, table, runs.tasks())
         return left
 
     def _plan(
@@ -281,14 +287,14 @@ class FastReader:
         src_starts: list[list[int]],
         dst_starts: list[list[int]],
         counts: list[list[int]],
-    ) -> tuple[list[_Task], list[int]]:
+    ) -> tuple[_Runs, list[int]]:
         """Split the slice pairs into runs of chunks that follow each other in the file
-        (every chunk its own task when compressed: they are decoded in parallel); return
-        the tasks, in order, and the positions of the pairs left for HDF5 (a chunk not
+        (every chunk its own run when compressed: they are decoded in parallel); return
+        the runs, in order, and the positions of the pairs left for HDF5 (a chunk not
         allocated, or beyond the table). Planned for all pairs at once with numpy."""
         n = len(counts)
         if n == 0:
-            return [], []
+            return _Runs.empty(len(self.chunks)), []
         src = np.asarray(src_starts, dtype=np.int64).reshape(n, -1)
         dst = np.asarray(dst_starts, dtype=np.int64).reshape(n, -1)
         count = np.asarray(counts, dtype=np.int64).reshape(n, -1)
@@ -314,26 +320,39 @@ class FastReader:
         owner, slot = pair[begin], chunk[begin]
         row_lo = np.maximum(src0[owner], slot * c0)
         row_hi = np.minimum(src0[owner] + count0[owner], (chunk[end] + 1) * c0)
-        src_rest, dst_rest = src[:, 1:].tolist(), dst[:, 1:].tolist()
-        count_rest = count[:, 1:].tolist()
-        tasks = [
-            _Task(
-                slot=s,
-                rows=(lo, hi),
-                src_rest=src_rest[p],
-                dst=[d, *dst_rest[p]],
-                count=[rows, *count_rest[p]],
-            )
-            for p, s, lo, hi, d, rows in zip(
-                owner.tolist(),
-                slot.tolist(),
-                (row_lo - slot * c0).tolist(),
-                (row_hi - slot * c0).tolist(),
-                (dst[owner, 0] + row_lo - src0[owner]).tolist(),
-                (row_hi - row_lo).tolist(),
-            )
-        ]
-        return tasks, np.flatnonzero(~served).tolist()
+        run_dst = dst[owner]
+        run_dst[:, 0] += row_lo - src0[owner]
+        run_count = count[owner]
+        run_count[:, 0] = row_hi - row_lo
+        runs = _Runs(
+            slot, row_lo - slot * c0, row_hi - slot * c0, src[owner, 1:], run_dst, run_count
+        )
+        return runs, np.flatnonzero(~served).tolist()
+
+    def _read_whole_rows(self, destination: np.ndarray, table: ChunkTable, runs: _Runs) -> _Runs:
+        """The runs whose stored rows are whole rows of a C-contiguous ``destination``
+        (1-D data, chunks as wide as the result) read straight into it by one
+        :mod:`h5vc.hdf5.scatter` read, planned from the runs' arrays; returns the
+        others."""
+        inner = self.chunks[1:]
+        row_bytes = self.row_bytes
+        if destination.strides[:1] != (row_bytes,) or tuple(destination.shape[1:]) != inner:
+            return runs
+        whole = (runs.src_rest == 0).all(axis=1) & (runs.count[:, 1:] == inner).all(axis=1)
+        if not whole.any():
+            return runs
+        rows = runs.dst[whole, 0]
+        reads = scatter.plan(
+            destination,
+            table.offsets[runs.slot[whole]] + runs.lo[whole] * row_bytes,
+            destination.ctypes.data + rows * row_bytes,
+            runs.count[whole, 0] * row_bytes,
+            planner.PIECE_BYTES,
+            max_gap=planner.SCATTER_MAX_GAP,
+        )
+        threads = codecs.GROUPS_PER_WORKER * codecs.workers()
+        scatter.run(self.fd, reads, codecs.parallel_map, threads)
+        return runs.select(~whole)
 
     def _read_scatter(
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
@@ -463,9 +482,7 @@ class FastReader:
             destination[task.destination_box()] = rows.reshape(task.count[0], *inner)[box]
             at += size
 
-    def _read_mapped_tiles(
-        self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
-    ) -> bool:
+    def _read_mapped_tiles(self, destination: np.ndarray, table: ChunkTable, runs: _Runs) -> bool:
         """The tasks of a 2-D result copied from the memory map of the file in tiles
         (:func:`_tiles`): a band of rows of the result filled at a time, the parts of
         the tasks in it that lie side by side with their stored rows equally far apart
@@ -477,22 +494,19 @@ class FastReader:
         Filled task by task instead (a column of chunks at a time), each page of a wide
         result is touched once per chunk column, each touch missing the cache: 100x100
         chunks of a 4000x4000 result cost a fifth more CPU time."""
-        if destination.ndim != 2 or not tasks or not destination.flags.c_contiguous:
+        if destination.ndim != 2 or not len(runs) or not destination.flags.c_contiguous:
             return False
-        count = len(tasks)
-        slots = np.fromiter((task.slot for task in tasks), np.int64, count)
-        first_row = np.fromiter((task.rows[0] for task in tasks), np.int64, count)
-        last_row = np.fromiter((task.rows[1] for task in tasks), np.int64, count)
-        starts = table.offsets[slots] + first_row * self.row_bytes
-        mapped = self._mapped(int((starts + (last_row - first_row) * self.row_bytes).max()))
+        starts = table.offsets[runs.slot] + runs.lo * self.row_bytes
+        mapped = self._mapped(int((starts + runs.count[:, 0] * self.row_bytes).max()))
         if mapped is None:
             return False
-        src_column = np.fromiter((task.src_rest[0] for task in tasks), np.int64, count)
-        dst = np.array([task.dst for task in tasks], np.int64).reshape(count, 2)
-        counts = np.array([task.count for task in tasks], np.int64).reshape(count, 2)
         band_rows = max(1, MAP_BAND_BYTES // destination.strides[0])
         tiles = _tiles(
-            starts + src_column * self.dtype.itemsize, dst, counts, self.row_bytes, band_rows
+            starts + runs.src_rest[:, 0] * self.dtype.itemsize,
+            runs.dst,
+            runs.count,
+            self.row_bytes,
+            band_rows,
         )
         _copy_tiles(destination, mapped, self.row_bytes, tiles)
         return True
@@ -562,6 +576,61 @@ class FastReader:
 
         for _ in parallel_groups(fetch_and_decode, runs):
             pass
+
+
+class _Runs:
+    """Runs of chunks adjacent in the file, as arrays (one entry a run): rows ``lo`` to
+    ``hi`` of the run from ``slot`` on, at ``src_rest`` past axis 0, to
+    ``destination[dst : dst + count]``."""
+
+    __slots__ = ("count", "dst", "hi", "lo", "slot", "src_rest")
+
+    def __init__(
+        self,
+        slot: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        src_rest: np.ndarray,
+        dst: np.ndarray,
+        count: np.ndarray,
+    ):
+        self.slot = slot
+        self.lo = lo
+        self.hi = hi
+        self.src_rest = src_rest
+        self.dst = dst
+        self.count = count
+
+    @classmethod
+    def empty(cls, ndim: int) -> _Runs:
+        none = np.zeros(0, np.int64)
+        return cls(
+            none, none, none, np.zeros((0, ndim - 1), np.int64), *[none.reshape(0, ndim)] * 2
+        )
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def select(self, which: np.ndarray) -> _Runs:
+        """The runs ``which`` selects (a mask or positions)."""
+        return _Runs(
+            self.slot[which],
+            self.lo[which],
+            self.hi[which],
+            self.src_rest[which],
+            self.dst[which],
+            self.count[which],
+        )
+
+    def tasks(self) -> list[_Task]:
+        """The runs as :class:`_Task` objects, in order."""
+        src_rest, dst, count = self.src_rest.tolist(), self.dst.tolist(), self.count.tolist()
+        return [
+            _Task(slot=s, rows=(lo, hi), src_rest=r, dst=d, count=c)
+            for s, lo, hi, r, d, c in zip(
+                self.slot.tolist(), self.lo.tolist(), self.hi.tolist(), src_rest, dst, count
+            )
+        ]
 
 
 class _Task:
