@@ -26,6 +26,9 @@ run, a chunk not allocated in the file.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 import math
 import os
 import threading
@@ -175,14 +178,11 @@ class FastReader:
         mapped = self._map
         if mapped is not None and len(mapped) >= end:
             return mapped
-        import mmap
-
         try:
             key = (status.st_dev, status.st_ino, self.fd)
             mapped = _MAPS.get(key)
             if mapped is None or len(mapped) < end:
-                view = mmap.mmap(self.fd, status.st_size, access=mmap.ACCESS_READ)
-                mapped = _MAPS[key] = np.frombuffer(view, np.uint8)
+                mapped = _MAPS[key] = _map_file(self.fd, status.st_size)
         except (OSError, ValueError):  # a descriptor that cannot be mapped
             self.mappable = False
             return None
@@ -576,6 +576,70 @@ class FastReader:
 
         for _ in parallel_groups(fetch_and_decode, runs):
             pass
+
+
+def _map_file(fd: int, size: int) -> np.ndarray:
+    """The first ``size`` bytes of the file of ``fd`` as a read-only memory map, unmapped
+    on a thread of its own once the array and every view of it are gone.
+
+    Unmapping takes as long as the pages the reads touched (4 ms for a file of 128 MB
+    read whole), which would otherwise be paid where the last reader goes, in closing
+    the file; the C library's ``mmap`` is called through :mod:`ctypes` so that no
+    Python object exports the map when it is unmapped. Where there is no C library to
+    call, Python's :mod:`mmap` maps the file (unmapped where it goes)."""
+    functions = _mapping_functions()
+    if functions is None:
+        import mmap
+
+        return np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8)
+    map_bytes, unmap = functions
+    address = map_bytes(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+    if address is None or address == _MAP_FAILED:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mmap: {os.strerror(code)}")
+    try:
+        pages: Any = (ctypes.c_uint8 * size).from_address(address)  # owns nothing
+        mapped = np.frombuffer(pages, np.uint8)
+        mapped.flags.writeable = False  # the pages may only be read
+    except BaseException:
+        unmap(address, size)
+        raise
+    finalizer = weakref.finalize(mapped, _unmap_aside, unmap, address, size)
+    finalizer.atexit = False  # at exit, other threads may still copy from it
+    return mapped
+
+
+_PROT_READ = 1
+_MAP_SHARED = 1
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+@functools.cache
+def _mapping_functions() -> tuple[Any, Any] | None:
+    """The C library's ``mmap`` and ``munmap``, or None where there are none to call."""
+    if os.name != "posix":  # pragma: no cover - Windows maps with Python's mmap
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        map_bytes, unmap = libc.mmap, libc.munmap
+    except (OSError, AttributeError):  # pragma: no cover - a C library without them
+        return None
+    map_bytes.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64
+    ]  # fmt: skip
+    map_bytes.restype = ctypes.c_void_p
+    unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    unmap.restype = ctypes.c_int
+    return map_bytes, unmap
+
+
+def _unmap_aside(unmap: Any, address: int, size: int) -> None:
+    """Unmap a map nothing refers to any more, on a thread of its own (ctypes lets go
+    of the GIL meanwhile); here, where no thread can be started (interpreter shutdown)."""
+    try:
+        threading.Thread(target=unmap, args=(address, size), name="h5vc-unmap", daemon=True).start()
+    except RuntimeError:
+        unmap(address, size)
 
 
 class _Runs:
