@@ -233,12 +233,13 @@ class FastReader:
     def read(
         self,
         destination: np.ndarray,
-        src_starts: list[list[int]],
-        dst_starts: list[list[int]],
-        counts: list[list[int]],
+        src_starts: list[list[int]] | np.ndarray,
+        dst_starts: list[list[int]] | np.ndarray,
+        counts: list[list[int]] | np.ndarray,
     ) -> list[int]:
         """``destination[dst] = raw_data[src]`` for every slice pair it can serve (steps
-        of 1); returns the positions of the pairs left for HDF5."""
+        of 1; corners and counts as lists of rows or ``(n, ndim)`` arrays); returns the
+        positions of the pairs left for HDF5."""
         if self.fd < 0 or not self.dataset_id.valid:
             return list(range(len(counts)))
         table = self._table()
@@ -284,9 +285,9 @@ class FastReader:
     def _plan(
         self,
         table: ChunkTable,
-        src_starts: list[list[int]],
-        dst_starts: list[list[int]],
-        counts: list[list[int]],
+        src_starts: list[list[int]] | np.ndarray,
+        dst_starts: list[list[int]] | np.ndarray,
+        counts: list[list[int]] | np.ndarray,
     ) -> tuple[_Runs, list[int]]:
         """Split the slice pairs into runs of chunks that follow each other in the file
         (every chunk its own run when compressed: they are decoded in parallel); return
