@@ -26,12 +26,14 @@ run, a chunk not allocated in the file.
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import ctypes.util
 import functools
 import math
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -66,6 +68,35 @@ _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDic
 #: The memory map of each mapped file, by device, inode and descriptor, shared by its
 #: readers (:meth:`FastReader._mapped`) and unmapped when none holds it any more.
 _MAPS: weakref.WeakValueDictionary[tuple[int, int, int], np.ndarray] = weakref.WeakValueDictionary()
+
+
+#: Chunk tables of files opened read-only, kept for the next handle of the same file
+#: (each open of a file makes new readers): up to KEPT_TABLES, by file, stamp and
+#: dataset (:meth:`FastReader._kept_key`), the oldest dropped first. Looking up the
+#: chunks of 10 000 slots takes 4 ms; a kept table is used only while the file's size
+#: and times are those it was found with, and its last chunk reads the same both ways.
+_KEPT_TABLES: dict[tuple[Any, ...], ChunkTable] = {}
+KEPT_TABLES = 16
+
+#: A file whose modification or change time is less than this old may still be
+#: written within the same tick of the file system's clock: its stamp tells nothing.
+QUIET_NS = 50_000_000
+
+
+def quiet_stamp(fd: int) -> tuple[int, int, int, int, int] | None:
+    """The device, inode, size, modification and change times of the file of ``fd``,
+    if any write after now would change them: None where a time is recent (a write
+    within the same clock tick keeps it) or whole milliseconds (a file system of
+    coarse times), or ``fd`` cannot be looked at. Every write, truncation or time set
+    by hand moves the times to the present."""
+    try:
+        info = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    times = (info.st_mtime_ns, info.st_ctime_ns)
+    if any(t % 1_000_000 == 0 for t in times) or time.time_ns() - max(times) < QUIET_NS:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, *times
 
 
 def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
@@ -109,6 +140,9 @@ class FastReader:
         self.pipeline = pipeline
         self.table: ChunkTable | None = None
         self.grown = False
+        #: Whether the file is open read-only (its chunk table may be kept for other
+        #: handles of it: :data:`_KEPT_TABLES`).
+        self.read_only = False
         #: Whether uncompressed chunks may be read from a memory map of the file (a file
         #: opened read-only: :meth:`_mapped`).
         self.mappable = False
@@ -147,7 +181,8 @@ class FastReader:
         if pipeline is None and dcpl.get_nfilters():
             return None
         reader = cls(raw_data.id, fd, dtype, chunks, pipeline)
-        reader.mappable = MAP_READS and raw_data.file.id.get_intent() == h5py.h5f.ACC_RDONLY
+        reader.read_only = raw_data.file.id.get_intent() == h5py.h5f.ACC_RDONLY
+        reader.mappable = MAP_READS and reader.read_only
         return reader
 
     def _mapped(self, end: int) -> np.ndarray | None:
@@ -210,12 +245,32 @@ class FastReader:
             dataset_id = self.dataset_id
             dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file
             n_slots = slot_count(self.dataset_id, self.chunks[0])
-            table = ChunkTable(dataset_id, n_slots, self.chunks[0])
-            if not self._check(table):
-                self.fd = -1
-                return None
+            key = self._kept_key(n_slots) if self.read_only else None
+            kept = _KEPT_TABLES.get(key) if key is not None else None
+            if kept is not None and self._check(kept):
+                table = copy.copy(kept)  # its own, should it grow
+            else:
+                table = ChunkTable(dataset_id, n_slots, self.chunks[0])
+                if not self._check(table):
+                    self.fd = -1
+                    return None
+                if key is not None:
+                    _KEPT_TABLES[key] = table
+                    while len(_KEPT_TABLES) > KEPT_TABLES:
+                        _KEPT_TABLES.pop(next(iter(_KEPT_TABLES)))
             self.table = table
         return table
+
+    def _kept_key(self, n_slots: int) -> tuple[Any, ...] | None:
+        """What a chunk table found in another handle of this file is kept under
+        (:data:`_KEPT_TABLES`): the file (device and inode), its stamp (size,
+        modification and change times), this dataset's name, chunks and slots; None
+        where the stamp may not tell a later write (see :func:`quiet_stamp`)."""
+        stamp = quiet_stamp(self.fd)
+        if stamp is None:
+            return None
+        name = h5py.h5i.get_name(self.dataset_id)
+        return (*stamp, name, self.chunks, self.dtype.itemsize, n_slots)
 
     def _check(self, table: ChunkTable) -> bool:
         """Compare one chunk read both ways (the offsets are the file's, not HDF5's)."""
