@@ -95,6 +95,19 @@ def test_tiles_copy_what_tasks_copy(layout: dict) -> None:
     assert (covered == 1).all()
 
 
+def test_tiles_convert_as_numpy_assigns() -> None:
+    """Stored float64 copied into a float32 result: converted, not reinterpreted."""
+    values = np.arange(80, dtype=np.float64)
+    tiles = fastread._tiles(
+        np.array([0, 32 * 10], np.int64), np.array([[0, 0], [0, 4]], np.int64),
+        np.array([[10, 4], [10, 4]], np.int64), 32, 4,
+    )  # fmt: skip
+    got = np.zeros((10, 8), np.float32)
+    fastread._copy_tiles(got, values.view(np.uint8), 32, tiles, np.dtype(np.float64))
+    expected = np.hstack([values[:40].reshape(10, 4), values[40:].reshape(10, 4)])
+    np.testing.assert_array_equal(got, expected.astype(np.float32))
+
+
 def test_a_tile_past_the_stored_bytes_raises() -> None:
     stored = np.zeros(100, np.uint8)
     got = np.zeros((2, 4), np.float64)
@@ -120,9 +133,11 @@ def test_one_tile_per_band_whose_chunks_are_equally_far_apart(
     copied: list[list[tuple[int, ...]]] = []
     real = fastread._copy_tiles
 
-    def spy(destination: np.ndarray, stored: np.ndarray, row_bytes: int, tiles: list) -> None:
+    def spy(
+        destination: np.ndarray, stored: np.ndarray, row_bytes: int, tiles: list, dtype: object
+    ) -> None:
         copied.append(tiles)
-        real(destination, stored, row_bytes, tiles)
+        real(destination, stored, row_bytes, tiles, dtype)  # type: ignore[arg-type]
 
     monkeypatch.setattr(fastread, "_copy_tiles", spy)
     edited = data.copy()

@@ -564,7 +564,7 @@ class FastReader:
             self.row_bytes,
             band_rows,
         )
-        _copy_tiles(destination, mapped, self.row_bytes, tiles)
+        _copy_tiles(destination, mapped, self.row_bytes, tiles, self.dtype)
         return True
 
     def _read_plain(self, destination: np.ndarray, table: ChunkTable, task: _Task) -> None:
@@ -924,11 +924,15 @@ def _copy_tiles(
     stored: np.ndarray,
     row_bytes: int,
     tiles: list[tuple[int, int, int, int, int, int, int]],
+    dtype: np.dtype | None = None,
 ) -> None:
-    """Copy every tile (:func:`_tiles`) from the bytes ``stored`` (rows ``row_bytes``
-    apart) into the 2-D ``destination``, the tiles shared out between threads; a tile
-    reaching past ``stored`` raises (numpy checks the view's bounds)."""
-    dtype = destination.dtype
+    """Copy every tile (:func:`_tiles`) from the bytes ``stored`` (items of ``dtype``,
+    the destination's if None, in rows ``row_bytes`` apart) into the 2-D
+    ``destination``, converted as numpy's assignment converts, the tiles shared out
+    between threads; a tile reaching past ``stored`` raises (numpy checks the view's
+    bounds)."""
+    if dtype is None:
+        dtype = destination.dtype
 
     def copy(tile: tuple[int, int, int, int, int, int, int]) -> None:
         row, rows, column, n, width, start, step = tile
@@ -938,7 +942,7 @@ def _copy_tiles(
         )  # fmt: skip
         target = destination[row : row + rows, column : column + n * width].view()
         target.shape = (rows, n, width)  # a view of the result: raises rather than copy
-        np.copyto(target, source)
+        np.copyto(target, source, casting="unsafe")
 
     for _ in parallel_groups(copy, tiles):
         pass
