@@ -80,6 +80,7 @@ def test_band_reads_equal_numpy(
     monkeypatch.setattr(planner, "FAST_READ_MIN_BYTES", 0)
     monkeypatch.setattr(planner, "SCATTER_MIN_BYTES", 1 << 40)  # none straight into the result
     monkeypatch.setattr(fastread, "BAND_BYTES", case["band_bytes"])
+    monkeypatch.setattr(fastread, "MAP_BAND_BYTES", case["band_bytes"])
     monkeypatch.setattr(fastread, "MAP_READS", case["map_reads"])
     path = tmp_path_factory.mktemp("bands") / "f.h5"
     models = _write(path, case)

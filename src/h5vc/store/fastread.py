@@ -26,9 +26,14 @@ run, a chunk not allocated in the file.
 
 from __future__ import annotations
 
+import copy
+import ctypes
+import ctypes.util
+import functools
 import math
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -54,11 +59,44 @@ MAP_READS = bool(config.MAP_READS)
 #: the result's rows (:meth:`FastReader._band_rows`): a few pieces, within the cache.
 BAND_BYTES = 4 * planner.PIECE_BYTES
 
+#: Bytes of a 2-D result filled at a time when chunks narrower than its rows are copied
+#: from the memory map of the file (:meth:`FastReader._read_mapped_tiles`).
+MAP_BAND_BYTES = 4 * planner.PIECE_BYTES
+
 _READERS: weakref.WeakKeyDictionary[Any, FastReader | None] = weakref.WeakKeyDictionary()
 
 #: The memory map of each mapped file, by device, inode and descriptor, shared by its
 #: readers (:meth:`FastReader._mapped`) and unmapped when none holds it any more.
 _MAPS: weakref.WeakValueDictionary[tuple[int, int, int], np.ndarray] = weakref.WeakValueDictionary()
+
+
+#: Chunk tables of files opened read-only, kept for the next handle of the same file
+#: (each open of a file makes new readers): up to KEPT_TABLES, by file, stamp and
+#: dataset (:meth:`FastReader._kept_key`), the oldest dropped first. Looking up the
+#: chunks of 10 000 slots takes 4 ms; a kept table is used only while the file's size
+#: and times are those it was found with, and its last chunk reads the same both ways.
+_KEPT_TABLES: dict[tuple[Any, ...], ChunkTable] = {}
+KEPT_TABLES = 16
+
+#: A file whose modification or change time is less than this old may still be
+#: written within the same tick of the file system's clock: its stamp tells nothing.
+QUIET_NS = 50_000_000
+
+
+def quiet_stamp(fd: int) -> tuple[int, int, int, int, int] | None:
+    """The device, inode, size, modification and change times of the file of ``fd``,
+    if any write after now would change them: None where a time is recent (a write
+    within the same clock tick keeps it) or whole milliseconds (a file system of
+    coarse times), or ``fd`` cannot be looked at. Every write, truncation or time set
+    by hand moves the times to the present."""
+    try:
+        info = os.fstat(fd)
+    except (OSError, ValueError):
+        return None
+    times = (info.st_mtime_ns, info.st_ctime_ns)
+    if any(t % 1_000_000 == 0 for t in times) or time.time_ns() - max(times) < QUIET_NS:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, *times
 
 
 def fast_reader(raw_data: h5py.Dataset) -> FastReader | None:
@@ -102,6 +140,9 @@ class FastReader:
         self.pipeline = pipeline
         self.table: ChunkTable | None = None
         self.grown = False
+        #: Whether the file is open read-only (its chunk table may be kept for other
+        #: handles of it: :data:`_KEPT_TABLES`).
+        self.read_only = False
         #: Whether uncompressed chunks may be read from a memory map of the file (a file
         #: opened read-only: :meth:`_mapped`).
         self.mappable = False
@@ -140,7 +181,8 @@ class FastReader:
         if pipeline is None and dcpl.get_nfilters():
             return None
         reader = cls(raw_data.id, fd, dtype, chunks, pipeline)
-        reader.mappable = MAP_READS and raw_data.file.id.get_intent() == h5py.h5f.ACC_RDONLY
+        reader.read_only = raw_data.file.id.get_intent() == h5py.h5f.ACC_RDONLY
+        reader.mappable = MAP_READS and reader.read_only
         return reader
 
     def _mapped(self, end: int) -> np.ndarray | None:
@@ -171,14 +213,11 @@ class FastReader:
         mapped = self._map
         if mapped is not None and len(mapped) >= end:
             return mapped
-        import mmap
-
         try:
             key = (status.st_dev, status.st_ino, self.fd)
             mapped = _MAPS.get(key)
             if mapped is None or len(mapped) < end:
-                view = mmap.mmap(self.fd, status.st_size, access=mmap.ACCESS_READ)
-                mapped = _MAPS[key] = np.frombuffer(view, np.uint8)
+                mapped = _MAPS[key] = _map_file(self.fd, status.st_size)
         except (OSError, ValueError):  # a descriptor that cannot be mapped
             self.mappable = False
             return None
@@ -206,12 +245,32 @@ class FastReader:
             dataset_id = self.dataset_id
             dataset_id.flush()  # chunks still in HDF5's chunk cache reach the file
             n_slots = slot_count(self.dataset_id, self.chunks[0])
-            table = ChunkTable(dataset_id, n_slots, self.chunks[0])
-            if not self._check(table):
-                self.fd = -1
-                return None
+            key = self._kept_key(n_slots) if self.read_only else None
+            kept = _KEPT_TABLES.get(key) if key is not None else None
+            if kept is not None and self._check(kept):
+                table = copy.copy(kept)  # its own, should it grow
+            else:
+                table = ChunkTable(dataset_id, n_slots, self.chunks[0])
+                if not self._check(table):
+                    self.fd = -1
+                    return None
+                if key is not None:
+                    _KEPT_TABLES[key] = table
+                    while len(_KEPT_TABLES) > KEPT_TABLES:
+                        _KEPT_TABLES.pop(next(iter(_KEPT_TABLES)))
             self.table = table
         return table
+
+    def _kept_key(self, n_slots: int) -> tuple[Any, ...] | None:
+        """What a chunk table found in another handle of this file is kept under
+        (:data:`_KEPT_TABLES`): the file (device and inode), its stamp (size,
+        modification and change times), this dataset's name, chunks and slots; None
+        where the stamp may not tell a later write (see :func:`quiet_stamp`)."""
+        stamp = quiet_stamp(self.fd)
+        if stamp is None:
+            return None
+        name = h5py.h5i.get_name(self.dataset_id)
+        return (*stamp, name, self.chunks, self.dtype.itemsize, n_slots)
 
     def _check(self, table: ChunkTable) -> bool:
         """Compare one chunk read both ways (the offsets are the file's, not HDF5's)."""
@@ -229,23 +288,32 @@ class FastReader:
     def read(
         self,
         destination: np.ndarray,
-        src_starts: list[list[int]],
-        dst_starts: list[list[int]],
-        counts: list[list[int]],
+        src_starts: list[list[int]] | np.ndarray,
+        dst_starts: list[list[int]] | np.ndarray,
+        counts: list[list[int]] | np.ndarray,
     ) -> list[int]:
         """``destination[dst] = raw_data[src]`` for every slice pair it can serve (steps
-        of 1); returns the positions of the pairs left for HDF5."""
+        of 1; corners and counts as lists of rows or ``(n, ndim)`` arrays); returns the
+        positions of the pairs left for HDF5."""
         if self.fd < 0 or not self.dataset_id.valid:
             return list(range(len(counts)))
         table = self._table()
         if table is None:
             return list(range(len(counts)))
-        tasks, left = self._plan(table, src_starts, dst_starts, counts)
+        runs, left = self._plan(table, src_starts, dst_starts, counts)
         if self.pipeline is None:
-            if scatter.available() and destination.flags.c_contiguous:
+            scatters = scatter.available() and destination.flags.c_contiguous
+            if scatters:
+                runs = self._read_whole_rows(destination, table, runs)
+            if not len(runs) or (
+                self.mappable and self._read_mapped_tiles(destination, table, runs)
+            ):
+                return left
+            tasks = runs.tasks()
+            if scatters:
                 tasks = self._read_scatter(destination, table, tasks)
-            # Copied from the map, pieces cost less than bands (a tenth less CPU time
-            # for 100x100 chunks of a 4000x4000 result): no buffer to keep in the cache.
+            # Copied from the map, pieces cost less than bands through a buffer (a tenth
+            # less CPU time for 100x100 chunks of a 4000x4000 result).
             band_rows = 0 if self.mappable else self._band_rows(destination, tasks)
             if band_rows:
 
@@ -266,23 +334,23 @@ class FastReader:
             for _ in parallel_groups(read_plain, pieces):
                 pass
         else:
-            self._read_compressed(destination, table, tasks)
+            self._read_compressed(destination, table, runs.tasks())
         return left
 
     def _plan(
         self,
         table: ChunkTable,
-        src_starts: list[list[int]],
-        dst_starts: list[list[int]],
-        counts: list[list[int]],
-    ) -> tuple[list[_Task], list[int]]:
+        src_starts: list[list[int]] | np.ndarray,
+        dst_starts: list[list[int]] | np.ndarray,
+        counts: list[list[int]] | np.ndarray,
+    ) -> tuple[_Runs, list[int]]:
         """Split the slice pairs into runs of chunks that follow each other in the file
-        (every chunk its own task when compressed: they are decoded in parallel); return
-        the tasks, in order, and the positions of the pairs left for HDF5 (a chunk not
+        (every chunk its own run when compressed: they are decoded in parallel); return
+        the runs, in order, and the positions of the pairs left for HDF5 (a chunk not
         allocated, or beyond the table). Planned for all pairs at once with numpy."""
         n = len(counts)
         if n == 0:
-            return [], []
+            return _Runs.empty(len(self.chunks)), []
         src = np.asarray(src_starts, dtype=np.int64).reshape(n, -1)
         dst = np.asarray(dst_starts, dtype=np.int64).reshape(n, -1)
         count = np.asarray(counts, dtype=np.int64).reshape(n, -1)
@@ -308,26 +376,39 @@ class FastReader:
         owner, slot = pair[begin], chunk[begin]
         row_lo = np.maximum(src0[owner], slot * c0)
         row_hi = np.minimum(src0[owner] + count0[owner], (chunk[end] + 1) * c0)
-        src_rest, dst_rest = src[:, 1:].tolist(), dst[:, 1:].tolist()
-        count_rest = count[:, 1:].tolist()
-        tasks = [
-            _Task(
-                slot=s,
-                rows=(lo, hi),
-                src_rest=src_rest[p],
-                dst=[d, *dst_rest[p]],
-                count=[rows, *count_rest[p]],
-            )
-            for p, s, lo, hi, d, rows in zip(
-                owner.tolist(),
-                slot.tolist(),
-                (row_lo - slot * c0).tolist(),
-                (row_hi - slot * c0).tolist(),
-                (dst[owner, 0] + row_lo - src0[owner]).tolist(),
-                (row_hi - row_lo).tolist(),
-            )
-        ]
-        return tasks, np.flatnonzero(~served).tolist()
+        run_dst = dst[owner]
+        run_dst[:, 0] += row_lo - src0[owner]
+        run_count = count[owner]
+        run_count[:, 0] = row_hi - row_lo
+        runs = _Runs(
+            slot, row_lo - slot * c0, row_hi - slot * c0, src[owner, 1:], run_dst, run_count
+        )
+        return runs, np.flatnonzero(~served).tolist()
+
+    def _read_whole_rows(self, destination: np.ndarray, table: ChunkTable, runs: _Runs) -> _Runs:
+        """The runs whose stored rows are whole rows of a C-contiguous ``destination``
+        (1-D data, chunks as wide as the result) read straight into it by one
+        :mod:`h5vc.hdf5.scatter` read, planned from the runs' arrays; returns the
+        others."""
+        inner = self.chunks[1:]
+        row_bytes = self.row_bytes
+        if destination.strides[:1] != (row_bytes,) or tuple(destination.shape[1:]) != inner:
+            return runs
+        whole = (runs.src_rest == 0).all(axis=1) & (runs.count[:, 1:] == inner).all(axis=1)
+        if not whole.any():
+            return runs
+        rows = runs.dst[whole, 0]
+        reads = scatter.plan(
+            destination,
+            table.offsets[runs.slot[whole]] + runs.lo[whole] * row_bytes,
+            destination.ctypes.data + rows * row_bytes,
+            runs.count[whole, 0] * row_bytes,
+            planner.PIECE_BYTES,
+            max_gap=planner.SCATTER_MAX_GAP,
+        )
+        threads = codecs.GROUPS_PER_WORKER * codecs.workers()
+        scatter.run(self.fd, reads, codecs.parallel_map, threads)
+        return runs.select(~whole)
 
     def _read_scatter(
         self, destination: np.ndarray, table: ChunkTable, tasks: list[_Task]
@@ -457,6 +538,35 @@ class FastReader:
             destination[task.destination_box()] = rows.reshape(task.count[0], *inner)[box]
             at += size
 
+    def _read_mapped_tiles(self, destination: np.ndarray, table: ChunkTable, runs: _Runs) -> bool:
+        """The tasks of a 2-D result copied from the memory map of the file in tiles
+        (:func:`_tiles`): a band of rows of the result filled at a time, the parts of
+        the tasks in it that lie side by side with their stored rows equally far apart
+        in the file (a band across chunks written in one go) copied with one numpy copy
+        through a strided view of the map; the tiles shared out between threads in the
+        order of their place in the result. False (nothing read) where the result is
+        not 2-D, or the file is not mapped.
+
+        Filled task by task instead (a column of chunks at a time), each page of a wide
+        result is touched once per chunk column, each touch missing the cache: 100x100
+        chunks of a 4000x4000 result cost a fifth more CPU time."""
+        if destination.ndim != 2 or not len(runs) or not destination.flags.c_contiguous:
+            return False
+        starts = table.offsets[runs.slot] + runs.lo * self.row_bytes
+        mapped = self._mapped(int((starts + runs.count[:, 0] * self.row_bytes).max()))
+        if mapped is None:
+            return False
+        band_rows = max(1, MAP_BAND_BYTES // destination.strides[0])
+        tiles = _tiles(
+            starts + runs.src_rest[:, 0] * self.dtype.itemsize,
+            runs.dst,
+            runs.count,
+            self.row_bytes,
+            band_rows,
+        )
+        _copy_tiles(destination, mapped, self.row_bytes, tiles, self.dtype)
+        return True
+
     def _read_plain(self, destination: np.ndarray, table: ChunkTable, task: _Task) -> None:
         """One piece of a run of uncompressed chunks adjacent in the file: copied into
         place from the memory map of the file, or read into this thread's buffer first."""
@@ -522,6 +632,125 @@ class FastReader:
 
         for _ in parallel_groups(fetch_and_decode, runs):
             pass
+
+
+def _map_file(fd: int, size: int) -> np.ndarray:
+    """The first ``size`` bytes of the file of ``fd`` as a read-only memory map, unmapped
+    on a thread of its own once the array and every view of it are gone.
+
+    Unmapping takes as long as the pages the reads touched (4 ms for a file of 128 MB
+    read whole), which would otherwise be paid where the last reader goes, in closing
+    the file; the C library's ``mmap`` is called through :mod:`ctypes` so that no
+    Python object exports the map when it is unmapped. Where there is no C library to
+    call, Python's :mod:`mmap` maps the file (unmapped where it goes)."""
+    functions = _mapping_functions()
+    if functions is None:
+        import mmap
+
+        return np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8)
+    map_bytes, unmap = functions
+    address = map_bytes(None, size, _PROT_READ, _MAP_SHARED, fd, 0)
+    if address is None or address == _MAP_FAILED:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mmap: {os.strerror(code)}")
+    try:
+        pages: Any = (ctypes.c_uint8 * size).from_address(address)  # owns nothing
+        mapped = np.frombuffer(pages, np.uint8)
+        mapped.flags.writeable = False  # the pages may only be read
+    except BaseException:
+        unmap(address, size)
+        raise
+    finalizer = weakref.finalize(mapped, _unmap_aside, unmap, address, size)
+    finalizer.atexit = False  # at exit, other threads may still copy from it
+    return mapped
+
+
+_PROT_READ = 1
+_MAP_SHARED = 1
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+@functools.cache
+def _mapping_functions() -> tuple[Any, Any] | None:
+    """The C library's ``mmap`` and ``munmap``, or None where there are none to call."""
+    if os.name != "posix":  # pragma: no cover - Windows maps with Python's mmap
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        map_bytes, unmap = libc.mmap, libc.munmap
+    except (OSError, AttributeError):  # pragma: no cover - a C library without them
+        return None
+    map_bytes.argtypes = [
+        ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64
+    ]  # fmt: skip
+    map_bytes.restype = ctypes.c_void_p
+    unmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    unmap.restype = ctypes.c_int
+    return map_bytes, unmap
+
+
+def _unmap_aside(unmap: Any, address: int, size: int) -> None:
+    """Unmap a map nothing refers to any more, on a thread of its own (ctypes lets go
+    of the GIL meanwhile); here, where no thread can be started (interpreter shutdown)."""
+    try:
+        threading.Thread(target=unmap, args=(address, size), name="h5vc-unmap", daemon=True).start()
+    except RuntimeError:
+        unmap(address, size)
+
+
+class _Runs:
+    """Runs of chunks adjacent in the file, as arrays (one entry a run): rows ``lo`` to
+    ``hi`` of the run from ``slot`` on, at ``src_rest`` past axis 0, to
+    ``destination[dst : dst + count]``."""
+
+    __slots__ = ("count", "dst", "hi", "lo", "slot", "src_rest")
+
+    def __init__(
+        self,
+        slot: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        src_rest: np.ndarray,
+        dst: np.ndarray,
+        count: np.ndarray,
+    ):
+        self.slot = slot
+        self.lo = lo
+        self.hi = hi
+        self.src_rest = src_rest
+        self.dst = dst
+        self.count = count
+
+    @classmethod
+    def empty(cls, ndim: int) -> _Runs:
+        none = np.zeros(0, np.int64)
+        return cls(
+            none, none, none, np.zeros((0, ndim - 1), np.int64), *[none.reshape(0, ndim)] * 2
+        )
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def select(self, which: np.ndarray) -> _Runs:
+        """The runs ``which`` selects (a mask or positions)."""
+        return _Runs(
+            self.slot[which],
+            self.lo[which],
+            self.hi[which],
+            self.src_rest[which],
+            self.dst[which],
+            self.count[which],
+        )
+
+    def tasks(self) -> list[_Task]:
+        """The runs as :class:`_Task` objects, in order."""
+        src_rest, dst, count = self.src_rest.tolist(), self.dst.tolist(), self.count.tolist()
+        return [
+            _Task(slot=s, rows=(lo, hi), src_rest=r, dst=d, count=c)
+            for s, lo, hi, r, d, c in zip(
+                self.slot.tolist(), self.lo.tolist(), self.hi.tolist(), src_rest, dst, count
+            )
+        ]
 
 
 class _Task:
@@ -630,6 +859,93 @@ def _copy_tiled(
     chunks = stored.reshape(len(band), rows, *inner)[:, :, column : column + width]
     np.copyto(tiles, chunks.transpose(1, 0, 2))
     return True
+
+
+def _tiles(
+    starts: np.ndarray, dst: np.ndarray, counts: np.ndarray, row_bytes: int, band_rows: int
+) -> list[tuple[int, int, int, int, int, int, int]]:
+    """Tiles of a 2-D result, each copied with one numpy copy from a strided view of the
+    file's bytes, planned with numpy for all tasks at once.
+
+    Task ``i`` puts ``counts[i]`` (rows, columns) stored ``row_bytes`` apart from file
+    offset ``starts[i]`` on to ``result[dst[i] : dst[i] + counts[i]]``. Each is cut at
+    every ``band_rows``-th row of the result; parts of one band that cover the same rows
+    of the result, are equally wide, follow each other along its columns and start
+    equally far apart in the file make one tile: ``(row, rows, column, n, width, start,
+    step)``, ``n`` parts of ``width`` columns from ``column`` on, the first at file offset
+    ``start``, each next ``step`` bytes further. Tiles come in the order of the result's
+    rows, then columns."""
+    rows0 = dst[:, 0]
+    rows = counts[:, 0]
+    first = rows0 // band_rows
+    spans = (rows0 + rows - 1) // band_rows - first + 1
+    owner = np.repeat(np.arange(len(rows0)), spans)
+    band = first[owner] + np.arange(len(owner)) - np.repeat(np.cumsum(spans) - spans, spans)
+    low = np.maximum(rows0[owner], band * band_rows)
+    high = np.minimum(rows0[owner] + rows[owner], (band + 1) * band_rows)
+    column = dst[owner, 1]
+    width = counts[owner, 1]
+    start = starts[owner] + (low - rows0[owner]) * row_bytes
+    order = np.lexsort((column, high, low))
+    low, high, column, width, start = (a[order] for a in (low, high, column, width, start))
+    # Part i may join the tile of part i - 1 (same rows, same width, next columns) ...
+    joins = np.zeros(len(low), bool)
+    joins[1:] = (
+        (low[1:] == low[:-1])
+        & (high[1:] == high[:-1])
+        & (width[1:] == width[:-1])
+        & (column[1:] == column[:-1] + width[:-1])
+    )
+    # ... if its step in the file is that of part i - 1, when part i - 1 joined too.
+    step = np.zeros(len(low), np.int64)
+    step[1:] = start[1:] - start[:-1]
+    same_step = np.ones(len(low), bool)
+    same_step[2:] = step[2:] == step[1:-1]
+    breaks = ~joins
+    breaks[1:] |= joins[:-1] & ~same_step[1:]
+    begin = np.flatnonzero(breaks)
+    size = np.diff(np.append(begin, len(low)))
+    tile_step = np.where(size > 1, step[np.minimum(begin + 1, len(low) - 1)], 0)
+    return list(
+        zip(
+            low[begin].tolist(),
+            (high - low)[begin].tolist(),
+            column[begin].tolist(),
+            size.tolist(),
+            width[begin].tolist(),
+            start[begin].tolist(),
+            tile_step.tolist(),
+        )
+    )
+
+
+def _copy_tiles(
+    destination: np.ndarray,
+    stored: np.ndarray,
+    row_bytes: int,
+    tiles: list[tuple[int, int, int, int, int, int, int]],
+    dtype: np.dtype | None = None,
+) -> None:
+    """Copy every tile (:func:`_tiles`) from the bytes ``stored`` (items of ``dtype``,
+    the destination's if None, in rows ``row_bytes`` apart) into the 2-D
+    ``destination``, converted as numpy's assignment converts, the tiles shared out
+    between threads; a tile reaching past ``stored`` raises (numpy checks the view's
+    bounds)."""
+    if dtype is None:
+        dtype = destination.dtype
+
+    def copy(tile: tuple[int, int, int, int, int, int, int]) -> None:
+        row, rows, column, n, width, start, step = tile
+        source = np.ndarray(
+            (rows, n, width), dtype, buffer=stored, offset=start,
+            strides=(row_bytes, step, dtype.itemsize),
+        )  # fmt: skip
+        target = destination[row : row + rows, column : column + n * width].view()
+        target.shape = (rows, n, width)  # a view of the result: raises rather than copy
+        np.copyto(target, source, casting="unsafe")
+
+    for _ in parallel_groups(copy, tiles):
+        pass
 
 
 def _runs(table: ChunkTable, tasks: list[_Task], run_bytes: int) -> list[list[_Task]]:

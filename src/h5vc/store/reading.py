@@ -127,6 +127,35 @@ class RawDataSlab:
             return None
         return out
 
+    def read_pieces(
+        self, destination: np.ndarray, src: np.ndarray, dst: np.ndarray, count: np.ndarray
+    ) -> None:
+        """``destination[dst : dst + count] = dataset[src : src + count]`` for every row
+        of the ``(n, ndim)`` arrays: by positioned reads, which plan from the arrays as
+        they are, where they serve and pay; the rest through :meth:`read_hyperslabs`."""
+        nbytes = int(count.prod(axis=1).sum()) * self.dtype.itemsize
+        if (
+            destination.flags.c_contiguous
+            and destination.dtype == self.dtype
+            and planner.positioned_reads_pay(nbytes)
+        ):
+            from h5vc.store.fastread import fast_reader
+
+            reader = fast_reader(self.dataset)
+            if reader is not None:
+                left = reader.read(destination, src, dst, count)
+                if not left:
+                    return
+                src, dst, count = src[left], dst[left], count[left]
+        ones = (1,) * destination.ndim
+        if not self.read_hyperslabs(
+            destination, src.tolist(), dst.tolist(), count.tolist(), ones, ones
+        ):
+            for src_row, dst_row, count_row in zip(src.tolist(), dst.tolist(), count.tolist()):
+                destination[tuple(slice(d, d + n) for d, n in zip(dst_row, count_row))] = self[
+                    tuple(slice(s, s + n) for s, n in zip(src_row, count_row))
+                ]
+
     def read_hyperslabs(
         self,
         destination: np.ndarray,
@@ -291,17 +320,8 @@ class CommittedReader:
             out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
         stored = ~pieces.fill
         if stored.any():
-            from h5vc.staging.transfer import read_many_slices  # loaded by the first such read
-
-            ones = (1,) * out.ndim
-            read_many_slices(
-                self._slab_of_raw_data(),
-                out,
-                pieces.src[stored],
-                pieces.dst[stored],
-                pieces.count[stored],
-                ones,
-                ones,
+            self._slab_of_raw_data().read_pieces(
+                out, pieces.src[stored], pieces.dst[stored], pieces.count[stored]
             )
         if any(by_int for _, _, by_int in plan.box):
             return out[plan.squeeze()]
