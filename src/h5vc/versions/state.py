@@ -71,7 +71,11 @@ class FileState:
         """
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
-        if state is None or state.closed:
+        if state is not None and not state.closed:
+            # A new handle reads ``current_version`` anew (the caller may have written
+            # it through h5py meanwhile).
+            state._current_version = None
+        else:
             if key[2] == "r+":  # the file's mode
                 # A writable file the caller opened goes through the journal from now on.
                 if isinstance(root, h5py.File):
@@ -128,6 +132,9 @@ class FileState:
 
     def _load(self, root: h5py.Group, data_version: int | None = None) -> None:
         self.root = root
+        #: ``current_version`` of a writable file as h5vc last read or wrote it (None:
+        #: read it from the file): see :attr:`current_version`.
+        self._current_version: str | None = None
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
         file = file_of(root)
@@ -228,12 +235,27 @@ class FileState:
 
     @property
     def current_version(self) -> str:
-        return attr_str(tree.current_version(self.versions))
+        """The ``current_version`` attribute.  A writable file's is kept once read or
+        written (only this process writes the file, through :meth:`write_current_version`;
+        HDF5 scans every attribute of the ``versions`` group, one per ref, to read one):
+        forgotten when the state reloads (:meth:`drop_caches`, a roll-back, a new handle)."""
+        current = self._current_version
+        if current is None:
+            current = attr_str(tree.current_version(self.versions))
+            if self.writable:
+                self._current_version = current
+        return current
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
             raise VersionNotFoundError(f"Version {name!r} not found.")
+        self.write_current_version(name)
+
+    def write_current_version(self, name: str) -> None:
+        """Record ``name``, a committed version (not checked), as the current version."""
+        self._current_version = None  # unknown if the write fails
         tree.set_current_version(self.versions, name)
+        self._current_version = name
 
     def version_group(self, name: str) -> h5py.Group:
         if name == layout.FIRST_VERSION:
@@ -249,6 +271,7 @@ class FileState:
         place caches are invalidated."""
         self.stores.clear()
         self.chunk_maps.clear()
+        self._current_version = None
         self.invalidate()
 
     def invalidate(self) -> None:
