@@ -18,7 +18,7 @@ from h5vc.errors import (
     RefNotFoundError,
     TagImmutableError,
 )
-from h5vc.store import refattrs, tree
+from h5vc.store import refattrs
 
 if TYPE_CHECKING:
     from h5vc.versions.reading import KnownRoot
@@ -170,7 +170,7 @@ class Refs:
         return name
 
     def set(self, kind: str, name: str, version: str) -> None:
-        _write(self._group, refattrs._PREFIX[kind] + name, version)
+        refattrs.write_ref(self._group, kind, name, version)
         self._load()[kind][name] = version
 
     def delete(self, kind: str, name: str) -> None:
@@ -185,10 +185,7 @@ class Refs:
 
     def set_current_branch(self, name: str | None) -> None:
         self._load()
-        if name is None:
-            refattrs.set_current_branch(self._group, None)
-        else:
-            _write(self._group, refattrs.ATTR_CURRENT_BRANCH, name)
+        refattrs.set_current_branch(self._group, name)
         self._current = name
 
     def repoint(self, moved: dict[str, str | None]) -> None:
@@ -206,12 +203,3 @@ class Refs:
                     del refs[name]
                     if name == self._current and kind == BRANCH:
                         self.set_current_branch(None)
-
-
-def _write(versions: h5py.Group, key: str, value: str) -> None:
-    """Write the string attribute ``key`` of ``versions`` as :mod:`h5vc.store.refattrs`
-    stores it (a scalar variable-length UTF-8 string, as h5py writes a ``str``), with
-    HDF5's own calls (:func:`h5vc.store.tree.write_attrs`): h5py's ``attrs[key] =``
-    writes a temporary attribute and renames it, and leaves HDF5 more of the object
-    header to write at the commit point."""
-    tree.write_attrs(versions, {key: value})
