@@ -137,3 +137,16 @@ def test_an_attribute_written_again_keeps_its_place(tmp_path: Path, values: list
         assert sizes[0] == sizes[1] == sizes[2]
         assert sorted(group.attrs) == ["a", "after", "before"]
         assert np.array_equal(group.attrs["a"], values[2999 % len(values)])
+
+
+def test_a_string_written_over_is_as_h5py_writes_it(tmp_path: Path) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        assert fastattrs.write(f, "a", "v1")
+        for value in ("a longer value ✓", "v2"):
+            fastattrs.write_str_over(f, "a", value)
+            f.attrs["by_h5py"] = value
+            assert f.attrs.get_id("a").get_type() == f.attrs.get_id("by_h5py").get_type()
+            assert f.attrs.get_id("a").shape == ()
+            assert f.attrs["a"] == value and type(f.attrs["a"]) is str
+        with pytest.raises(KeyError):
+            fastattrs.write_str_over(f, "missing", "v1")

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
 
-__all__ = ["read_str", "write"]
+__all__ = ["read_str", "write", "write_str_over"]
 
 _STR = h5py.string_dtype()
 _I64 = np.dtype("<i8")
@@ -79,6 +79,19 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         raise
     attr.close()
     return True
+
+
+def write_str_over(obj: h5py.HLObject, name: str, value: str) -> None:
+    """Write ``value`` over the attribute ``name`` of ``obj``, known to be a scalar
+    variable-length UTF-8 string (:func:`write` wrote it for a ``str`` in this state
+    of the file): three HDF5 calls, where :func:`write` first makes sure the attribute
+    exists and is of that type and dataspace, twice the work for a short value."""
+    _, mtype, _ = _kind("str")
+    attr = h5a.open(obj.id, name.encode())
+    try:
+        attr.write(np.array(value, dtype=_STR), mtype=mtype)
+    finally:
+        attr.close()
 
 
 def _rewrite(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import h5py
 
-from h5vc.store import tree
+from h5vc.store import fastattrs, tree
 
 __all__ = ["KINDS", "delete_ref", "read_refs", "set_current_branch", "write_ref"]
 
@@ -47,9 +47,16 @@ def read_refs(versions: h5py.Group) -> tuple[dict[str, dict[str, str]], str | No
     return refs, None if current is None else _text(current)
 
 
-def write_ref(versions: h5py.Group, kind: str, name: str, version: str) -> None:
-    """Point ref ``name`` of ``kind`` at ``version`` (creating or moving it)."""
-    tree.write_attrs(versions, {_PREFIX[kind] + name: version})
+def write_ref(
+    versions: h5py.Group, kind: str, name: str, version: str, *, written: bool = False
+) -> None:
+    """Point ref ``name`` of ``kind`` at ``version`` (creating or moving it).
+    ``written``: the ref was written so since the file was last read (it exists and is
+    of the kind written here): it is written over without checking."""
+    if written:
+        fastattrs.write_str_over(versions, _PREFIX[kind] + name, version)
+    else:
+        tree.write_attrs(versions, {_PREFIX[kind] + name: version})
 
 
 def delete_ref(versions: h5py.Group, kind: str, name: str) -> None:

@@ -89,10 +89,13 @@ class Refs:
         self._refs: dict[str, dict[str, str]] | None = None
         self._current: str | None = None
         self._known = known
+        #: ``(kind, name)`` of the refs written since they were read.
+        self._written: set[tuple[str, str]] = set()
 
     def reload(self) -> None:
         self._refs = None
         self._known = None
+        self._written.clear()
 
     def _load(self) -> dict[str, dict[str, str]]:
         if self._refs is None:
@@ -170,8 +173,11 @@ class Refs:
         return name
 
     def set(self, kind: str, name: str, version: str) -> None:
-        refattrs.write_ref(self._group, kind, name, version)
-        self._load()[kind][name] = version
+        refs = self._load()
+        ref = (kind, name)
+        refattrs.write_ref(self._group, kind, name, version, written=ref in self._written)
+        self._written.add(ref)
+        refs[kind][name] = version
 
     def delete(self, kind: str, name: str) -> None:
         self.require(kind, name)
@@ -181,6 +187,7 @@ class Refs:
                 f"branch first."
             )
         refattrs.delete_ref(self._group, kind, name)
+        self._written.discard((kind, name))
         del self._load()[kind][name]
 
     def set_current_branch(self, name: str | None) -> None:
@@ -200,6 +207,7 @@ class Refs:
                     self.set(kind, name, target)
                 else:
                     refattrs.delete_ref(self._group, kind, name)
+                    self._written.discard((kind, name))
                     del refs[name]
                     if name == self._current and kind == BRANCH:
                         self.set_current_branch(None)

@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, timeindex, tree
+from h5vc.store import fastattrs, layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import file_of, guard_for
@@ -75,6 +75,7 @@ class FileState:
             # A new handle reads ``current_version`` anew (the caller may have written
             # it through h5py meanwhile).
             state._current_version = None
+            state._current_version_written = False
         else:
             if key[2] == "r+":  # the file's mode
                 # A writable file the caller opened goes through the journal from now on.
@@ -135,6 +136,9 @@ class FileState:
         #: ``current_version`` of a writable file as h5vc last read or wrote it (None:
         #: read it from the file): see :attr:`current_version`.
         self._current_version: str | None = None
+        #: Whether h5vc wrote ``current_version`` since: then it is written over
+        #: without checking its kind.
+        self._current_version_written = False
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
         file = file_of(root)
@@ -254,7 +258,11 @@ class FileState:
     def write_current_version(self, name: str) -> None:
         """Record ``name``, a committed version (not checked), as the current version."""
         self._current_version = None  # unknown if the write fails
-        tree.set_current_version(self.versions, name)
+        if self._current_version_written:
+            fastattrs.write_str_over(self.versions, layout.ATTR_CURRENT_VERSION, name)
+        else:
+            tree.set_current_version(self.versions, name)
+            self._current_version_written = True
         self._current_version = name
 
     def version_group(self, name: str) -> h5py.Group:
@@ -272,6 +280,7 @@ class FileState:
         self.stores.clear()
         self.chunk_maps.clear()
         self._current_version = None
+        self._current_version_written = False
         self.invalidate()
 
     def invalidate(self) -> None:
