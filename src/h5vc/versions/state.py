@@ -160,6 +160,11 @@ class FileState:
                     known.data_version = self.data_version
             else:
                 self.data_version = known.data_version
+        if self.writable:
+            # Read with data_version, while HDF5 holds the versions group's header:
+            # read first later, it may have to be read from the file again.
+            with contextlib.suppress(KeyError, OSError, ValueError, UnicodeError):
+                self._current_version = attr_str(tree.current_version(self.versions))
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
