@@ -64,6 +64,13 @@ def test_other_values_are_left_to_h5py(tmp_path: Path, value: object) -> None:
         (np.asarray([1], dtype=np.int64), np.int64(7)),  # not scalar: replaced
         (np.int64(5), "text"),
         ("text", np.int64(3)),
+        ("text", "other text, longer"),  # a string over a string: in place
+        ("text", ""),
+        (np.bytes_(b"text"), "text"),  # a fixed-length string: replaced
+        (np.asarray(["a"], dtype=h5py.string_dtype()), "a"),
+        (np.asarray([1, 2], dtype=np.int64), np.asarray([3, 4], dtype=np.int64)),  # in place
+        (np.asarray([1, 2], dtype=np.int64), np.asarray([3, 4, 5], dtype=np.int64)),
+        (np.asarray([[1, 2]], dtype=np.int64), np.asarray([3, 4], dtype=np.int64)),
     ],
     ids=repr,
 )
@@ -104,3 +111,42 @@ def test_read_str_reads_what_h5py_reads(tmp_path: Path) -> None:
         del versions.attrs["current_version"]
         with pytest.raises(KeyError):
             tree.current_version(versions)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ["v1", "a longer version name ✓", "v2"],
+        [np.asarray([4096, i], dtype=np.int64) for i in (1, 2)],
+    ],
+    ids=["str", "int64 array"],
+)
+def test_an_attribute_written_again_keeps_its_place(tmp_path: Path, values: list) -> None:
+    """Written over in place: the file stops growing however often a value is written
+    again (a string deleted with its attribute stays in the file's global heap)."""
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        group = f.create_group("versions")
+        group.attrs["before"] = "x"
+        group.attrs["after"] = "y"
+        sizes = []
+        for number in range(3000):
+            assert fastattrs.write(group, "a", values[number % len(values)])
+            if number % 1000 == 999:
+                f.flush()
+                sizes.append(f.id.get_filesize())
+        assert sizes[0] == sizes[1] == sizes[2]
+        assert sorted(group.attrs) == ["a", "after", "before"]
+        assert np.array_equal(group.attrs["a"], values[2999 % len(values)])
+
+
+def test_a_string_written_over_is_as_h5py_writes_it(tmp_path: Path) -> None:
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        assert fastattrs.write(f, "a", "v1")
+        for value in ("a longer value ✓", "v2"):
+            fastattrs.write_str_over(f, "a", value)
+            f.attrs["by_h5py"] = value
+            assert f.attrs.get_id("a").get_type() == f.attrs.get_id("by_h5py").get_type()
+            assert f.attrs.get_id("a").shape == ()
+            assert f.attrs["a"] == value and type(f.attrs["a"]) is str
+        with pytest.raises(KeyError):
+            fastattrs.write_str_over(f, "missing", "v1")

@@ -211,7 +211,7 @@ def _repoint(state: FileState, doomed: set[str], survivors: list[str]) -> dict[s
     current = state.current_version
     if current in doomed:
         new_current = _nearest_survivor(state, current, doomed)
-        tree.set_current_version(state.versions, new_current)
+        state.write_current_version(new_current)
     return parents
 
 

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
 
-__all__ = ["read_str", "write"]
+__all__ = ["read_str", "write", "write_str_over"]
 
 _STR = h5py.string_dtype()
 _I64 = np.dtype("<i8")
@@ -67,11 +67,7 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
         return False
     key = name.encode()
     if h5a.exists(obj.id, key):
-        if (
-            data.ndim == 0
-            and tid.get_class() != h5t.STRING
-            and _rewrite(obj, key, tid, data, mtype)
-        ):
+        if _rewrite(obj, key, tid, data, mtype):
             return True
         h5a.delete(obj.id, key)
     attr = h5a.create(obj.id, key, tid, space)
@@ -85,15 +81,44 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
     return True
 
 
+def write_str_over(obj: h5py.HLObject, name: str, value: str) -> None:
+    """Write ``value`` over the attribute ``name`` of ``obj``, known to be a scalar
+    variable-length UTF-8 string (:func:`write` wrote it for a ``str`` in this state
+    of the file): three HDF5 calls, where :func:`write` first makes sure the attribute
+    exists and is of that type and dataspace, twice the work for a short value."""
+    _, mtype, _ = _kind("str")
+    attr = h5a.open(obj.id, name.encode())
+    try:
+        attr.write(np.array(value, dtype=_STR), mtype=mtype)
+    finally:
+        attr.close()
+
+
 def _rewrite(
     obj: h5py.HLObject, key: bytes, tid: h5t.TypeID, data: np.ndarray, mtype: h5t.TypeID
 ) -> bool:
-    """Write the scalar ``data`` over the attribute ``key`` in place if it has the same
-    fixed-size type and a scalar dataspace (True when done): a count or a flag written
-    again keeps its place in the header instead of being deleted and made anew."""
+    """Write ``data`` over the attribute ``key`` in place if it has the same type and
+    the same dataspace (a scalar, or a simple one of ``data``'s shape): True when done.
+
+    The attribute keeps its place in the object header instead of being deleted and
+    made anew.  For a string (variable-length: the attribute holds a reference to the
+    string in the file's global heap) HDF5 frees the old string when it writes a new
+    one (not an empty one) over it, where deleting the attribute leaves the old string
+    in the heap: every ref moved or ``current_version`` set grew the file by about 50
+    bytes.
+    """
     attr = h5a.open(obj.id, key)
     try:
-        if attr.get_space().get_simple_extent_type() != h5s.SCALAR or attr.get_type() != tid:
+        space = attr.get_space()
+        if data.ndim == 0:
+            if space.get_simple_extent_type() != h5s.SCALAR:
+                return False
+        elif (
+            space.get_simple_extent_type() != h5s.SIMPLE
+            or space.get_simple_extent_dims() != data.shape
+        ):
+            return False
+        if attr.get_type() != tid:
             return False
         attr.write(data, mtype=mtype)
         return True

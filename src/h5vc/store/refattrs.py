@@ -5,11 +5,18 @@
 attribute per ref, so creating, moving or deleting a ref is one attribute write,
 whatever the length of history.  versioned-hdf5 reads only ``current_version`` and
 ``data_version`` on this group and ignores the rest.
+
+Each value is a scalar variable-length UTF-8 string, exactly what h5py's
+``attrs[key] = "..."`` writes, written with HDF5's own calls
+(:func:`h5vc.store.tree.write_attrs`): h5py's assignment writes a temporary attribute
+and renames it, several times the cost.
 """
 
 from __future__ import annotations
 
 import h5py
+
+from h5vc.store import fastattrs, tree
 
 __all__ = ["KINDS", "delete_ref", "read_refs", "set_current_branch", "write_ref"]
 
@@ -40,17 +47,26 @@ def read_refs(versions: h5py.Group) -> tuple[dict[str, dict[str, str]], str | No
     return refs, None if current is None else _text(current)
 
 
-def write_ref(versions: h5py.Group, kind: str, name: str, version: str) -> None:
-    versions.attrs[_PREFIX[kind] + name] = version
+def write_ref(
+    versions: h5py.Group, kind: str, name: str, version: str, *, written: bool = False
+) -> None:
+    """Point ref ``name`` of ``kind`` at ``version`` (creating or moving it).
+    ``written``: the ref was written so since the file was last read (it exists and is
+    of the kind written here): it is written over without checking."""
+    if written:
+        fastattrs.write_str_over(versions, _PREFIX[kind] + name, version)
+    else:
+        tree.write_attrs(versions, {_PREFIX[kind] + name: version})
 
 
 def delete_ref(versions: h5py.Group, kind: str, name: str) -> None:
-    del versions.attrs[_PREFIX[kind] + name]
+    """Delete ref ``name`` of ``kind``; ``KeyError`` if there is none."""
+    h5py.h5a.delete(versions.id, (_PREFIX[kind] + name).encode())
 
 
 def set_current_branch(versions: h5py.Group, name: str | None) -> None:
-    attrs = versions.attrs
+    """Record ``name`` as the current branch (None: there is none)."""
     if name is not None:
-        attrs[ATTR_CURRENT_BRANCH] = name
-    elif ATTR_CURRENT_BRANCH in attrs:
-        del attrs[ATTR_CURRENT_BRANCH]
+        tree.write_attrs(versions, {ATTR_CURRENT_BRANCH: name})
+    elif h5py.h5a.exists(versions.id, ATTR_CURRENT_BRANCH.encode()):
+        h5py.h5a.delete(versions.id, ATTR_CURRENT_BRANCH.encode())

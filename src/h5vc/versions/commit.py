@@ -191,7 +191,7 @@ def commit_version(
         state.time_index.append(ts, name, log_entry(info))
     state.log.add(info)
     if make_current:
-        tree.set_current_version(state.versions, name)
+        state.write_current_version(name)
     return info  # the caller's ``state.operation()`` flushes at its commit point
 
 

@@ -18,7 +18,7 @@ from h5vc.errors import (
     RefNotFoundError,
     TagImmutableError,
 )
-from h5vc.store import refattrs, tree
+from h5vc.store import refattrs
 
 if TYPE_CHECKING:
     from h5vc.versions.reading import KnownRoot
@@ -89,10 +89,13 @@ class Refs:
         self._refs: dict[str, dict[str, str]] | None = None
         self._current: str | None = None
         self._known = known
+        #: ``(kind, name)`` of the refs written since they were read.
+        self._written: set[tuple[str, str]] = set()
 
     def reload(self) -> None:
         self._refs = None
         self._known = None
+        self._written.clear()
 
     def _load(self) -> dict[str, dict[str, str]]:
         if self._refs is None:
@@ -170,8 +173,11 @@ class Refs:
         return name
 
     def set(self, kind: str, name: str, version: str) -> None:
-        _write(self._group, refattrs._PREFIX[kind] + name, version)
-        self._load()[kind][name] = version
+        refs = self._load()
+        ref = (kind, name)
+        refattrs.write_ref(self._group, kind, name, version, written=ref in self._written)
+        self._written.add(ref)
+        refs[kind][name] = version
 
     def delete(self, kind: str, name: str) -> None:
         self.require(kind, name)
@@ -181,14 +187,12 @@ class Refs:
                 f"branch first."
             )
         refattrs.delete_ref(self._group, kind, name)
+        self._written.discard((kind, name))
         del self._load()[kind][name]
 
     def set_current_branch(self, name: str | None) -> None:
         self._load()
-        if name is None:
-            refattrs.set_current_branch(self._group, None)
-        else:
-            _write(self._group, refattrs.ATTR_CURRENT_BRANCH, name)
+        refattrs.set_current_branch(self._group, name)
         self._current = name
 
     def repoint(self, moved: dict[str, str | None]) -> None:
@@ -203,15 +207,7 @@ class Refs:
                     self.set(kind, name, target)
                 else:
                     refattrs.delete_ref(self._group, kind, name)
+                    self._written.discard((kind, name))
                     del refs[name]
                     if name == self._current and kind == BRANCH:
                         self.set_current_branch(None)
-
-
-def _write(versions: h5py.Group, key: str, value: str) -> None:
-    """Write the string attribute ``key`` of ``versions`` as :mod:`h5vc.store.refattrs`
-    stores it (a scalar variable-length UTF-8 string, as h5py writes a ``str``), with
-    HDF5's own calls (:func:`h5vc.store.tree.write_attrs`): h5py's ``attrs[key] =``
-    writes a temporary attribute and renames it, and leaves HDF5 more of the object
-    header to write at the commit point."""
-    tree.write_attrs(versions, {key: value})

@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import layout, timeindex, tree
+from h5vc.store import fastattrs, layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import file_of, guard_for
@@ -71,7 +71,12 @@ class FileState:
         """
         key = _state_key(root)
         state = _SHARED_STATES.get(key)
-        if state is None or state.closed:
+        if state is not None and not state.closed:
+            # A new handle reads ``current_version`` anew (the caller may have written
+            # it through h5py meanwhile).
+            state._current_version = None
+            state._current_version_written = False
+        else:
             if key[2] == "r+":  # the file's mode
                 # A writable file the caller opened goes through the journal from now on.
                 if isinstance(root, h5py.File):
@@ -128,6 +133,12 @@ class FileState:
 
     def _load(self, root: h5py.Group, data_version: int | None = None) -> None:
         self.root = root
+        #: ``current_version`` of a writable file as h5vc last read or wrote it (None:
+        #: read it from the file): see :attr:`current_version`.
+        self._current_version: str | None = None
+        #: Whether h5vc wrote ``current_version`` since: then it is written over
+        #: without checking its kind.
+        self._current_version_written = False
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
         file = file_of(root)
@@ -149,6 +160,11 @@ class FileState:
                     known.data_version = self.data_version
             else:
                 self.data_version = known.data_version
+        if self.writable:
+            # Read with data_version, while HDF5 holds the versions group's header:
+            # read first later, it may have to be read from the file again.
+            with contextlib.suppress(KeyError, OSError, ValueError, UnicodeError):
+                self._current_version = attr_str(tree.current_version(self.versions))
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -228,12 +244,31 @@ class FileState:
 
     @property
     def current_version(self) -> str:
-        return attr_str(tree.current_version(self.versions))
+        """The ``current_version`` attribute.  A writable file's is kept once read or
+        written (only this process writes the file, through :meth:`write_current_version`;
+        HDF5 scans every attribute of the ``versions`` group, one per ref, to read one):
+        forgotten when the state reloads (:meth:`drop_caches`, a roll-back, a new handle)."""
+        current = self._current_version
+        if current is None:
+            current = attr_str(tree.current_version(self.versions))
+            if self.writable:
+                self._current_version = current
+        return current
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
             raise VersionNotFoundError(f"Version {name!r} not found.")
-        tree.set_current_version(self.versions, name)
+        self.write_current_version(name)
+
+    def write_current_version(self, name: str) -> None:
+        """Record ``name``, a committed version (not checked), as the current version."""
+        self._current_version = None  # unknown if the write fails
+        if self._current_version_written:
+            fastattrs.write_str_over(self.versions, layout.ATTR_CURRENT_VERSION, name)
+        else:
+            tree.set_current_version(self.versions, name)
+            self._current_version_written = True
+        self._current_version = name
 
     def version_group(self, name: str) -> h5py.Group:
         if name == layout.FIRST_VERSION:
@@ -249,6 +284,8 @@ class FileState:
         place caches are invalidated."""
         self.stores.clear()
         self.chunk_maps.clear()
+        self._current_version = None
+        self._current_version_written = False
         self.invalidate()
 
     def invalidate(self) -> None:
