@@ -205,9 +205,14 @@ def current_version(versions: h5py.Group) -> Any:
     return versions.attrs[layout.ATTR_CURRENT_VERSION] if value is None else value
 
 
-def set_current_version(versions: h5py.Group, name: str) -> None:
-    """Record ``name`` as the current version."""
-    write_attrs(versions, {layout.ATTR_CURRENT_VERSION: name})
+def set_current_version(versions: h5py.Group, name: str, *, written: bool = False) -> None:
+    """Record ``name`` as the current version; ``written``: h5vc wrote the attribute
+    since the file was last read, so it is written over without checks
+    (:func:`~h5vc.store.fastattrs.write_str_over`)."""
+    if written:
+        fastattrs.write_str_over(versions, layout.ATTR_CURRENT_VERSION, name)
+    else:
+        write_attrs(versions, {layout.ATTR_CURRENT_VERSION: name})
 
 
 def set_prev_version(version_group: h5py.Group, name: str) -> None:

@@ -41,7 +41,7 @@ import numpy as np
 from h5vc.durable import files as durable
 from h5vc.errors import ReadOnlyError, UnsupportedFormatError, VersionNotFoundError
 from h5vc.hdf5.damage import damaged
-from h5vc.store import fastattrs, layout, timeindex, tree
+from h5vc.store import layout, timeindex, tree
 from h5vc.versions.chunkmaps import ChunkMapCache
 from h5vc.versions.log import VersionLog
 from h5vc.versions.reading import file_of, guard_for
@@ -263,11 +263,8 @@ class FileState:
     def write_current_version(self, name: str) -> None:
         """Record ``name``, a committed version (not checked), as the current version."""
         self._current_version = None  # unknown if the write fails
-        if self._current_version_written:
-            fastattrs.write_str_over(self.versions, layout.ATTR_CURRENT_VERSION, name)
-        else:
-            tree.set_current_version(self.versions, name)
-            self._current_version_written = True
+        tree.set_current_version(self.versions, name, written=self._current_version_written)
+        self._current_version_written = True
         self._current_version = name
 
     def version_group(self, name: str) -> h5py.Group:
