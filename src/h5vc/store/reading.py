@@ -20,7 +20,7 @@ import bisect
 import copy
 import math
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import h5py
@@ -952,6 +952,19 @@ def block_reach(blocks: np.ndarray, ndim: int) -> int:
     return int(extent.max())
 
 
+def _source_pieces(
+    locator: ChunkLocator, row: int, stop: int
+) -> Iterator[tuple[int | None, int, int]]:
+    """Source rows ``row`` up to ``stop``, chunk by chunk: the chunk's address (None
+    where it is not found here), the first row in it and the number of rows."""
+    c0 = locator.chunks[0]
+    while row < stop:
+        slot, offset = divmod(row, c0)
+        count = min(stop - row, c0 - offset)
+        yield locator.address(slot), offset, count
+        row += count
+
+
 def _read_rows(
     view: FileView,
     dataset: _Dataset,
@@ -969,7 +982,6 @@ def _read_rows(
     fill = dataset.fill
     out = np.empty(stop - first, dtype=dtype)
     locator, itemsize = dataset.locator, dataset.row_bytes
-    c0 = locator.chunks[0]
     data, base = view.bytes.map, view.bytes.base
     at = first
     while at < stop:
@@ -986,17 +998,13 @@ def _read_rows(
         v_start, s_start, extent = blocks[number]
         end = min(stop, v_start + extent)
         row = s_start + at - v_start
-        while at < end:
-            slot, offset = divmod(row, c0)
-            count = min(end - at, c0 - offset)
-            address = locator.address(slot)
+        for address, offset, count in _source_pieces(locator, row, row + end - at):
             if address is None:
                 return NotImplemented
             start = base + address + offset * itemsize
             out[at - first : at - first + count] = np.frombuffer(
                 data[start : start + count * itemsize], dtype=dtype
             )
-            row += count
             at += count
         number += 1
     return out
@@ -1076,7 +1084,6 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
     fill = dataset.fill
     out = np.empty(counts, dtype=dtype) if fill is None else np.full(counts, fill, dtype=dtype)
     locator, row_bytes = dataset.locator, dataset.row_bytes
-    c0 = locator.chunks[0]
     data = view.bytes.map
     base = view.bytes.base
     for v_first, v_last, v_start, s_start in hits:
@@ -1091,10 +1098,7 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
             slice(a - lo, b - lo) for a, b, lo in zip(v_first[1:], v_last[1:], low[1:])
         )
         at = v_first[0] - low[0]
-        while row < stop:
-            slot, offset = divmod(row, c0)
-            count = min(stop - row, c0 - offset)
-            address = locator.address(slot)
+        for address, offset, count in _source_pieces(locator, row, stop):
             if address is None:
                 return NotImplemented
             start = base + address + offset * row_bytes
@@ -1103,6 +1107,5 @@ def first_read(view: FileView, dataset: _Dataset, index: Any) -> Any:
             target = (slice(at, at + count), *rest_dst)
             source = (slice(None), *rest_src)
             out[target] = piece[source]
-            row += count
             at += count
     return out[tuple(0 if by_int else slice(None) for _, _, by_int in box)]
