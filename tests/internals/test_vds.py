@@ -327,12 +327,16 @@ def _appended_maps(rows: int, chunk_rows: int, steps: int) -> list[ChunkMap]:
 
 
 @pytest.mark.parametrize("fillvalue", [-1, -2])
-def test_mappings_kept_for_the_next_virtual_dataset_map_the_same(tmp_path, fillvalue) -> None:
-    """Virtual datasets of one chunk store made one after another, the first mappings
-    reused from the one before: each reads as made from scratch, maps exactly its chunk
-    map (virtual extents its own), in both HDF5's and the file's view of the mappings."""
+def test_mappings_kept_for_the_next_virtual_dataset_map_the_same(
+    tmp_path, fillvalue, monkeypatch
+) -> None:
+    """Where mappings are added one by one (no property list from bytes), virtual
+    datasets of one chunk store made one after another reuse the first mappings of the
+    one before: each reads as made from scratch, maps exactly its chunk map (virtual
+    extents its own), in both HDF5's and the file's view of the mappings."""
     from h5vc.store import vds
 
+    monkeypatch.setattr(vds, "_plist_frame", lambda fill, key: None)
     maps = _appended_maps(rows=3, chunk_rows=4, steps=40)
     added: list[int] = []
     real_add = vds._Blocks.add_mappings
@@ -373,3 +377,113 @@ def test_mappings_kept_for_the_next_virtual_dataset_map_the_same(tmp_path, fillv
                 assert dcpl.get_virtual_vspace(i).shape == dset.shape
             expected = np.concatenate([source[s * 4 : s * 4 + 4] for s in chunk_map.slots[:, 0]])
             np.testing.assert_array_equal(dset[...], expected[: dset.shape[0]])
+
+
+def _without_frames(monkeypatch) -> None:
+    """Mappings added one ``H5Pset_virtual`` call at a time from here on."""
+    from h5vc.store import vds
+
+    monkeypatch.setattr(vds, "_plist_frame", lambda fill, key: None)
+
+
+def _vds_file(path, chunk_map: ChunkMap, n_slots: int, merge: bool, fillvalue: object, dtype):
+    chunks = chunk_map.chunks
+    with h5py.File(path, "w") as f:
+        raw_data = f.create_dataset(
+            "raw",
+            shape=(n_slots * chunks[0], *chunks[1:]),
+            maxshape=(None, *chunks[1:]),
+            chunks=chunks,
+            dtype=dtype,
+        )
+        create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=fillvalue, merge=merge)
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    chunk_maps(),
+    st.booleans(),
+    st.sampled_from([(None, "i8"), (-1, "i8"), (2.5, "f4"), (b"ab", "S3"), (0, "u1")]),
+)
+def test_mappings_from_bytes_store_what_hdf5_calls_store(tmp_path_factory, case, merge, fill):
+    """A virtual dataset made from the encoded property list stores the same mappings
+    (each entry byte for byte, the order aside) as one whose mappings were added one
+    ``H5Pset_virtual`` call at a time."""
+    from _pytest.monkeypatch import MonkeyPatch
+
+    chunk_map, n_slots = case
+    fillvalue, dtype = fill
+    folder = tmp_path_factory.mktemp("vds")
+    _vds_file(folder / "bytes.h5", chunk_map, n_slots, merge, fillvalue, dtype)
+    with MonkeyPatch.context() as patch:
+        _without_frames(patch)
+        _vds_file(folder / "calls.h5", chunk_map, n_slots, merge, fillvalue, dtype)
+    with h5py.File(folder / "bytes.h5", "r") as a, h5py.File(folder / "calls.h5", "r") as b:
+        assert a["v"].fillvalue == b["v"].fillvalue
+        assert a["v"].dtype == b["v"].dtype and a["v"].shape == b["v"].shape
+        assert mapping_count(a["v"]) == mapping_count(b["v"])
+        count = mapping_count(b["v"])
+    if count:
+        assert _entries(folder / "bytes.h5", count) == _entries(folder / "calls.h5", count)
+
+
+def _entries(path, count: int) -> list[bytes]:
+    """The stored entries of the mapping list of ``path``'s dataset ``v``, sorted."""
+    blob = _stored_blob(path)
+    assert blob[0] == 0 and int.from_bytes(blob[1:9], "little") == count
+    entries, pos = [], 9
+    for _ in range(count):
+        start = pos
+        pos = blob.index(b"\0", blob.index(b"\0", pos) + 1) + 1  # file and dataset names
+        for _ in range(2):  # source, then virtual selection
+            pos += 16 + int.from_bytes(blob[pos + 12 : pos + 16], "little")
+        entries.append(blob[start:pos])
+    assert pos == len(blob) - 4  # then the checksum
+    return sorted(entries)
+
+
+def test_property_lists_are_made_from_bytes_here(raw, monkeypatch) -> None:
+    """With h5py's own HDF5, no mapping is added one call at a time."""
+    from h5vc.store import vds
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a mapping was added one call at a time")
+
+    monkeypatch.setattr(vds._Blocks, "add_mappings", refuse)
+    f, raw_data = raw
+    chunk_map = ChunkMap((10, 5), (4, 3), np.array([[0, 3], [1, -1], [2, 5]]))
+    dset = create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-7)
+    assert read_chunk_map(dset, (4, 3)) == chunk_map
+    assert dset[0, 0] == raw_data[0, 0] and dset[4, 3] == -7
+
+
+def test_without_the_library_functions_mappings_are_added_one_by_one(raw, monkeypatch) -> None:
+    from h5vc.store import vds
+
+    monkeypatch.setattr(vds, "plist_codec", lambda: None)
+    monkeypatch.setattr(vds, "_PLIST_FRAMES", {})
+    f, raw_data = raw
+    chunk_map = ChunkMap((10, 5), (4, 3), np.array([[0, 3], [1, -1], [2, 5]]))
+    dset = create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-7)
+    assert vds._PLIST_FRAMES and set(vds._PLIST_FRAMES.values()) == {None}
+    assert read_chunk_map(dset, (4, 3)) == chunk_map
+    assert dset[4, 3] == -7 and dset[0, 0] == raw_data[0, 0]
+
+
+def test_a_frame_that_does_not_decode_the_same_is_not_used(monkeypatch) -> None:
+    """An encoding that does not give the probe mapping back leaves no frame."""
+    from h5vc.hdf5.clib import PlistCodec, plist_codec
+    from h5vc.store import vds
+
+    real = plist_codec()
+    assert real is not None
+
+    def decode_other(data: bytes):
+        return real.decode_dcpl(data.replace(b"/probe%%", b"/other%%"))
+
+    monkeypatch.setattr(vds, "plist_codec", lambda: PlistCodec(real.encode, decode_other))
+    monkeypatch.setattr(vds, "_PLIST_FRAMES", {})
+    assert vds._plist_frame(np.array(3, dtype="i8"), b"k") is None
+    monkeypatch.setattr(vds, "plist_codec", lambda: real)
+    monkeypatch.setattr(vds, "_PLIST_FRAMES", {})
+    assert vds._plist_frame(np.array(3, dtype="i8"), b"k") is not None

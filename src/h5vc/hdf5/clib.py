@@ -5,7 +5,8 @@ checksum (``H5_checksum_lookup3``, Bob Jenkins' lookup3 ``hashlittle``, which HD
 stores after a version-2 object header's blocks, an extensible array's blocks and a
 virtual dataset's mapping list) runs here in C, about 100 times faster than the same
 function in Python (:func:`h5vc.hdf5.header.checksum` falls back to Python where the
-library cannot be found). :func:`loaded_hdf5` finds the library among the files
+library cannot be found), and :func:`plist_codec` encodes and decodes property lists
+(``H5Pencode2``/``H5Pdecode``, which h5py does not wrap). :func:`loaded_hdf5` finds the library among the files
 mapped into the process (or in h5py's wheel); it is opened only if it is loaded
 already, so h5vc never loads a second copy of HDF5.
 """
@@ -16,10 +17,11 @@ import ctypes
 import functools
 import os
 from collections.abc import Callable
+from typing import NamedTuple
 
 import h5py
 
-__all__ = ["OPEN_LOADED", "hdf5_library", "loaded_hdf5", "lookup3"]
+__all__ = ["OPEN_LOADED", "PlistCodec", "hdf5_library", "loaded_hdf5", "lookup3", "plist_codec"]
 
 #: dlopen flags: only a library already loaded (where the flag exists).
 OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
@@ -92,3 +94,55 @@ def lookup3() -> Callable[[bytes], int] | None:
     if checksum(b"Four score and seven years ago") != 0x17770551:
         return None
     return checksum
+
+
+class PlistCodec(NamedTuple):
+    """HDF5's property-list serialization: ``encode(plist)`` gives the bytes of a
+    property list (``H5Pencode2``), ``decode_dcpl(data)`` the dataset creation
+    property list of such bytes (``H5Pdecode``, as an h5py object that closes it)."""
+
+    encode: Callable[[h5py.h5p.PropID], bytes]
+    decode_dcpl: Callable[[bytes], h5py.h5p.PropDCID]
+
+
+@functools.cache
+def plist_codec() -> PlistCodec | None:
+    """``H5Pencode2`` and ``H5Pdecode`` of the library h5py runs on, or None where the
+    library or the symbols cannot be found. Both run under h5py's lock, as h5py's own
+    calls do; a failure raises :class:`ValueError`."""
+    library = hdf5_library()
+    if library is None:
+        return None
+    try:
+        encode_c, decode_c = library.H5Pencode2, library.H5Pdecode
+    except AttributeError:
+        return None
+    hid = ctypes.c_int64
+    encode_c.argtypes = [hid, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), hid]
+    encode_c.restype = ctypes.c_int
+    decode_c.argtypes = [ctypes.c_char_p]
+    decode_c.restype = hid
+    from h5py import h5p
+    from h5py._objects import phil
+
+    def encode(plist: h5p.PropID) -> bytes:
+        size = ctypes.c_size_t(0)
+        with phil:
+            if encode_c(plist.id, None, ctypes.byref(size), 0) < 0:
+                raise ValueError(f"H5Pencode2 failed to size property list {plist.id}")
+            buffer = ctypes.create_string_buffer(size.value)
+            if encode_c(plist.id, buffer, ctypes.byref(size), 0) < 0:
+                raise ValueError(f"H5Pencode2 failed to encode property list {plist.id}")
+        return buffer.raw[: size.value]
+
+    def decode_dcpl(data: bytes) -> h5p.PropDCID:
+        with phil:
+            ident = decode_c(data)
+            if ident < 0:
+                raise ValueError(f"H5Pdecode failed on {len(data)} bytes")
+            plist = h5p.PropDCID(ident)
+        if not plist.get_class().equal(h5p.DATASET_CREATE):
+            raise ValueError("H5Pdecode gave a property list of another class")
+        return plist
+
+    return PlistCodec(encode, decode_dcpl)
