@@ -311,6 +311,27 @@ def test_dataset_attrs_are_versioned(vf: VersionedHDF5File, h5file: h5py.File) -
         vf["v1"]["x"].attrs["raw_data"]
 
 
+def test_attributes_follow_commits_with_and_without_them(vf: VersionedHDF5File) -> None:
+    """Each commit's dataset is staged from the last one with the attributes it has,
+    whether the last commit wrote none (then they are not looked up) or some."""
+    with vf.stage_version("v1") as g:
+        g.create_dataset("x", data=np.arange(6), chunks=(2,))
+    with vf.stage_version("v2") as g:
+        assert dict(g["x"].attrs) == {}
+        g["x"][0] = 10
+        g["x"].attrs["units"] = "m"
+    with vf.stage_version("v3") as g:
+        assert dict(g["x"].attrs) == {"units": "m"}
+        g["x"][1] = 11
+        del g["x"].attrs["units"]
+    with vf.stage_version("v4") as g:
+        assert dict(g["x"].attrs) == {}
+        g["x"][2] = 12
+    assert dict(vf["v2"]["x"].attrs) == {"units": "m"}
+    assert dict(vf["v4"]["x"].attrs) == {}
+    assert_same_array(vf["v4"]["x"][()], np.array([10, 11, 12, 3, 4, 5]))
+
+
 def test_scalar_dataset_is_refused(vf: VersionedHDF5File) -> None:
     # NotImplementedError, as versioned-hdf5 raises
     with vf.stage_version("v1") as g, pytest.raises(NotImplementedError, match="Scalar"):

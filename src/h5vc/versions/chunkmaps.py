@@ -35,6 +35,9 @@ class ChunkMapCache:
         self.filename = filename
         self._by_name: LRUCache[tuple[str, str], ChunkMap] = LRUCache(size)
         self._by_address: LRUCache[int, ChunkMap] = LRUCache(size)
+        #: ``(version, path)`` of datasets written here with no attribute but the
+        #: layout's (a staged copy needs not look for others).
+        self._plain: LRUCache[tuple[str, str], bool] = LRUCache(size)
         #: Global heap collections of mappings read (by address), while the file's
         #: bytes are what they were (see :func:`~h5vc.hdf5.mappings.header_mappings`).
         self._collections: dict[int, dict[int, bytes]] = {}
@@ -42,6 +45,7 @@ class ChunkMapCache:
     def clear(self) -> None:
         self._by_name.clear()
         self._by_address.clear()
+        self._plain.clear()
         self._collections.clear()
 
     def mappings_before_open(
@@ -110,7 +114,26 @@ class ChunkMapCache:
                 f"{highest * store.chunks[0]}."
             )
 
-    def remember(self, version: str, path: str, dataset: h5py.Dataset, chunk_map: ChunkMap) -> None:
-        """Cache the chunk map of ``dataset``, just written as ``path`` of ``version``."""
-        self._by_name[(version, path.strip("/"))] = chunk_map
+    def remember(
+        self,
+        version: str,
+        path: str,
+        dataset: h5py.Dataset,
+        chunk_map: ChunkMap,
+        *,
+        plain: bool = False,
+    ) -> None:
+        """Cache the chunk map of ``dataset``, just written as ``path`` of ``version``;
+        ``plain``: it was written with no attribute but the layout's."""
+        key = (version, path.strip("/"))
+        self._by_name[key] = chunk_map
         self._by_address[tree.object_address(dataset)] = chunk_map
+        if plain:
+            self._plain[key] = True
+        elif key in self._plain:
+            del self._plain[key]
+
+    def plain(self, version: str, path: str) -> bool:
+        """Whether dataset ``path`` of ``version`` was written here with no attribute
+        but the layout's (see :meth:`remember`)."""
+        return self._plain.get((version, path.strip("/"))) is not None

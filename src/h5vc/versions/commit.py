@@ -368,7 +368,9 @@ class _VersionWriter:
         }
         tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
         if remember:
-            self.state.chunk_maps.remember(self.version, spec.path, dset, chunk_map)
+            self.state.chunk_maps.remember(
+                self.version, spec.path, dset, chunk_map, plain=not spec.attrs
+            )
         return dset
 
     def place(self, store: RawDataStore | None = None) -> None:
@@ -402,7 +404,9 @@ class _VersionWriter:
             chunks, digests, fillvalue=spec.fillvalue, owned=copies is not None
         )
         if np.array_equal(slots, entry.predicted):
-            self.state.chunk_maps.remember(self.version, spec.path, entry.dataset, entry.chunk_map)
+            self.state.chunk_maps.remember(
+                self.version, spec.path, entry.dataset, entry.chunk_map, plain=not spec.attrs
+            )
             return
         # A chunk was stored already, equal to another or all fill value: the dataset
         # maps other slots than predicted.

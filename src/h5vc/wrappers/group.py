@@ -465,9 +465,12 @@ class StagedGroup(_GroupBase):
         chunk_map = self._state.chunk_maps.known(version, path)
         attrs: StagedAttributes | None = None
         if chunk_map is not None:
-            with damaged(self._state.filename, where):
-                if member_has_only(base, name, layout.DATASET_ATTRS):
-                    attrs = StagedAttributes(dict, layout.DATASET_ATTRS)
+            if self._state.chunk_maps.plain(version, path):  # written so here
+                attrs = StagedAttributes(dict, layout.DATASET_ATTRS)
+            else:
+                with damaged(self._state.filename, where):
+                    if member_has_only(base, name, layout.DATASET_ATTRS):
+                        attrs = StagedAttributes(dict, layout.DATASET_ATTRS)
         if attrs is not None and chunk_map is not None:
             store = self._state.stores.require(path, version)
         else:
