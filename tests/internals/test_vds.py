@@ -487,3 +487,21 @@ def test_a_frame_that_does_not_decode_the_same_is_not_used(monkeypatch) -> None:
     monkeypatch.setattr(vds, "plist_codec", lambda: real)
     monkeypatch.setattr(vds, "_PLIST_FRAMES", {})
     assert vds._plist_frame(np.array(3, dtype="i8"), b"k") is not None
+
+
+def test_bytes_hdf5_refuses_fall_back_to_one_call_per_mapping(raw, monkeypatch) -> None:
+    """Where HDF5 refuses the encoded list, the mappings are added one by one, and
+    no list is decoded again for that fill value."""
+    from h5vc.store import vds
+
+    def refuse(frame, count, entries):
+        raise ValueError("H5Pdecode failed")
+
+    monkeypatch.setattr(vds, "_decode_plist", refuse)
+    monkeypatch.setattr(vds, "_PLIST_FRAMES", {})
+    f, raw_data = raw
+    chunk_map = ChunkMap((10, 5), (4, 3), np.array([[0, 3], [1, -1], [2, 5]]))
+    dset = create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-7)
+    assert read_chunk_map(dset, (4, 3)) == chunk_map
+    assert dset[4, 3] == -7 and dset[0, 0] == raw_data[0, 0]
+    assert set(vds._PLIST_FRAMES.values()) == {None}

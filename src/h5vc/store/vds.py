@@ -131,9 +131,13 @@ def create_virtual_dataset(
         fill_key = _fill_key(fill)
         frame = _plist_frame(fill, fill_key)
         entries = None if frame is None else blocks.entries(vspace, sspace, raw_name, groups)
+        dcpl = None
         if frame is not None and entries is not None:
-            dcpl = _decode_plist(frame, len(groups), entries)
-        else:
+            try:
+                dcpl = _decode_plist(frame, len(groups), entries)
+            except ValueError:  # HDF5 refused the bytes: add the mappings one by one
+                _PLIST_FRAMES[_frame_key(fill, fill_key)] = None
+        if dcpl is None:
             dcpl = _add_mappings_reusing(
                 _empty_plist(fill), blocks, groups, vspace, sspace, raw_name, (raw_name, fill_key)
             )
@@ -151,6 +155,10 @@ _PLIST_FRAMES: dict[bytes, tuple[bytes, bytes] | None] = {}
 _COUNT = struct.Struct("<Q")  # the number of mappings, as HDF5 encodes it
 
 
+def _frame_key(fill: np.ndarray | None, fill_key: bytes) -> bytes:
+    return (fill.dtype.str.encode() if fill is not None else b"-") + b"|" + fill_key
+
+
 def _plist_frame(fill: np.ndarray | None, fill_key: bytes) -> tuple[bytes, bytes] | None:
     """The bytes around the mappings of an encoded virtual-layout creation property
     list with fill value ``fill``, as HDF5 encodes them, or None.
@@ -162,7 +170,7 @@ def _plist_frame(fill: np.ndarray | None, fill_key: bytes) -> tuple[bytes, bytes
     both give exactly these bytes and decoding the frame around that mapping gives the
     same mapping back. (None where :func:`~h5vc.hdf5.clib.plist_codec` is missing.)
     """
-    key = (fill.dtype.str.encode() if fill is not None else b"-") + b"|" + fill_key
+    key = _frame_key(fill, fill_key)
     if key in _PLIST_FRAMES:
         return _PLIST_FRAMES[key]
     frame = None
