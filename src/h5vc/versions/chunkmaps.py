@@ -128,12 +128,10 @@ class ChunkMapCache:
         key = (version, path.strip("/"))
         self._by_name[key] = chunk_map
         self._by_address[tree.object_address(dataset)] = chunk_map
-        if plain:
-            self._plain[key] = True
-        elif key in self._plain:
-            del self._plain[key]
+        if plain or key in self._plain:
+            self._plain[key] = plain
 
     def plain(self, version: str, path: str) -> bool:
         """Whether dataset ``path`` of ``version`` was written here with no attribute
         but the layout's (see :meth:`remember`)."""
-        return self._plain.get((version, path.strip("/"))) is not None
+        return self._plain.get((version, path.strip("/"))) is True
