@@ -34,6 +34,8 @@ Reads of virtual datasets
 Writes and maintenance
     ``WRITE_THROUGH_BYTES`` (4 MiB) -- arrays this large are stored at once, not staged.
     ``HASH_BATCH_BYTES`` (8 MiB) -- writes larger than this hash on background threads.
+    ``MIN_RESUMED_BYTES`` (512 KiB) -- chunks of at least this many bytes keep their
+    hash states, so that an edited copy is hashed on from its first changed step.
     ``SPILL_BYTES`` (64 MiB) -- journaled old pages held in memory before spilling.
     ``WRITE_METADATA_CACHE_BYTES`` (256 KiB) -- HDF5's metadata cache of a writable
     file (each flush costs time in the number of entries cached).
@@ -180,6 +182,9 @@ MAX_SCATTERED_ELEMENTS = _define("MAX_SCATTERED_ELEMENTS", 32 * _K)
 WRITE_THROUGH_BYTES = _define("WRITE_THROUGH_BYTES", 4 * _M)
 #: Writes larger than this hash their next batches on background threads.
 HASH_BATCH_BYTES = _define("HASH_BATCH_BYTES", 8 * _M)
+#: Chunks of at least this many bytes keep their hash states, so that an edited copy
+#: is hashed on from its first changed step (0: never).
+MIN_RESUMED_BYTES = _define("MIN_RESUMED_BYTES", 512 * _K, minimum=0)
 #: Journaled old pages held in memory before they are spilled early.
 SPILL_BYTES = _define("SPILL_BYTES", 64 * _M)
 #: HDF5's metadata cache of a file open for writing: HDF5's flush (every commit point)

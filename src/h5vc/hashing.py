@@ -8,6 +8,18 @@ against each other.
 
 Variable-length strings are hashed over a length-prefixed encoding of each
 element (see :func:`_object_bytes`).
+
+A large chunk edited in a few places need not be hashed again whole. SHA-256 reads
+its input front to back, so the state it reaches after the bytes a new chunk shares
+with an old one is the old chunk's state there. :func:`chunk_hash` keeps, for chunks
+of at least :data:`MIN_RESUMED_BYTES`, the hash state every :data:`RESUME_STEP`
+bytes and a 128-bit xxh3 of each step's bytes, by digest (the last
+:data:`KEPT_STATES` states in all); :func:`chunk_hash_from` is given the new chunk,
+the old chunk's bytes as read now and its digest, and hashes on from the last step
+where the new bytes equal the old ones byte for byte, and the old ones still have the
+xxh3 they had when hashed (a stored chunk altered since is caught there). The digest
+is the one :func:`chunk_hash` gives, only sooner: half a chunk's hashing on average
+for an edit at a random place, nearly all of it for rows appended to a chunk.
 """
 
 from __future__ import annotations
@@ -27,6 +39,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "chunk_hash",
+    "chunk_hash_from",
+    "forget_hash_states",
+    "resumable",
+    "Base",
     "fill_chunk_hash",
     "hash_in_batches",
     "hash_soon",
@@ -50,9 +66,11 @@ _POOL: ThreadPoolExecutor | None = None
 
 def _forget_pool() -> None:
     """In a forked child: the parent's pool has no threads there, and counting its
-    idle ones it would never start one. The child makes its own."""
-    global _POOL
+    idle ones it would never start one. The child makes its own (and a lock of its
+    own for the hash states kept, which a thread of the parent may have held)."""
+    global _POOL, _KEPT_LOCK
     _POOL = None
+    _KEPT_LOCK = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_pool)
@@ -72,18 +90,162 @@ def chunk_hash(chunk: np.ndarray) -> bytes:
     """SHA-256 digest (32 bytes) identifying the content and shape of ``chunk``."""
     import hashlib  # loaded on the first hash (OpenSSL's library): reads need none
 
-    hasher = hashlib.sha256()
     if chunk.dtype.kind == "O":
-        hasher.update(_object_bytes(chunk))
-    else:
-        hasher.update(np.ascontiguousarray(chunk).view(np.uint8).data)
+        hasher = hashlib.sha256(_object_bytes(chunk))
+        hasher.update(str(chunk.shape).encode("ascii"))
+        return hasher.digest()
+    data = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1)
+    if resumable(len(data)):
+        return _hash_steps(data, chunk.shape, [hashlib.sha256()], [])
+    hasher = hashlib.sha256(data.data)
     hasher.update(str(chunk.shape).encode("ascii"))
     return hasher.digest()
 
 
-def _hash_all(chunks: Sequence[np.ndarray]) -> list[bytes]:
-    """Hashes of ``chunks`` on the calling thread."""
-    return [chunk_hash(chunk) for chunk in chunks]
+#: Chunks of at least this many bytes keep their hash states (see the module's
+#: docstring) ...
+MIN_RESUMED_BYTES = config.MIN_RESUMED_BYTES
+#: ... every this many bytes (each step is one call into hashlib, which lets go of
+#: the GIL and must take it back: at 64 KiB, hashing threads waited on the thread
+#: writing a large commit often enough to slow it by a sixth) ...
+RESUME_STEP = 256 << 10
+#: ... and at most this many states are kept in all (those of the chunks hashed last).
+KEPT_STATES = 16384
+
+
+def resumable(nbytes: int) -> bool:
+    """Whether a chunk of ``nbytes`` keeps its hash states (see the module's docstring)."""
+    return MIN_RESUMED_BYTES > 0 and nbytes >= MIN_RESUMED_BYTES
+
+
+class _Steps:
+    """What :func:`chunk_hash` keeps of a chunk's hashing: ``states[k]`` has read its
+    first ``k * RESUME_STEP`` bytes (never updated: copied to go on), ``marks`` the
+    xxh3-128 of each whole step, ``nbytes`` the length of the bytes hashed."""
+
+    __slots__ = ("marks", "nbytes", "states")
+
+    def __init__(self, states: list[Any], marks: list[bytes], nbytes: int):
+        self.states = states
+        self.marks = marks
+        self.nbytes = nbytes
+
+
+_KEPT: collections.OrderedDict[bytes, _Steps] = collections.OrderedDict()
+_KEPT_LOCK = threading.Lock()
+_kept_states = 0
+
+
+def _keep(digest: bytes, steps: _Steps) -> None:
+    global _kept_states
+    with _KEPT_LOCK:
+        old = _KEPT.pop(digest, None)
+        if old is not None:
+            _kept_states -= len(old.states)
+        _KEPT[digest] = steps
+        _kept_states += len(steps.states)
+        while _kept_states > KEPT_STATES and _KEPT:
+            _, dropped = _KEPT.popitem(last=False)
+            _kept_states -= len(dropped.states)
+
+
+def _kept(digest: bytes) -> _Steps | None:
+    with _KEPT_LOCK:
+        steps = _KEPT.get(digest)
+        if steps is not None:
+            _KEPT.move_to_end(digest)
+        return steps
+
+
+def forget_hash_states() -> None:
+    """Drop every hash state kept (see the module's docstring)."""
+    global _kept_states
+    with _KEPT_LOCK:
+        _KEPT.clear()
+        _kept_states = 0
+
+
+def _hash_steps(
+    data: np.ndarray, shape: tuple[int, ...], states: list[Any], marks: list[bytes]
+) -> bytes:
+    """The digest of ``data`` (bytes of a chunk of ``shape``) hashed on from
+    ``states[-1]``, which has read the first ``len(states) - 1`` steps (``marks`` of
+    them); the states and marks of every whole step are kept under the digest."""
+    import xxhash
+
+    step = RESUME_STEP
+    position = (len(states) - 1) * step
+    hasher = states[-1].copy()
+    end = len(data)
+    while position + step <= end:
+        block = data[position : position + step]
+        hasher.update(block.data)
+        marks.append(xxhash.xxh3_128_digest(block.data))
+        states.append(hasher.copy())
+        position += step
+    if position < end:
+        hasher.update(data[position:].data)
+    hasher.update(str(shape).encode("ascii"))
+    digest = hasher.digest()
+    _keep(digest, _Steps(states, marks, end))
+    return digest
+
+
+def chunk_hash_from(
+    chunk: np.ndarray, old: np.ndarray | Callable[[], np.ndarray], old_digest: bytes
+) -> bytes:
+    """:func:`chunk_hash` of ``chunk``, hashing on from the states kept of the chunk
+    hashed as ``old_digest`` where ``chunk``'s bytes equal ``old``'s (the old chunk's
+    bytes as read now, in C order, or a function reading them: called only if states
+    are kept, and an ``OSError`` from it means no bytes) and ``old``'s still match
+    what was hashed."""
+    import hashlib
+
+    import xxhash
+
+    steps = _kept(old_digest) if chunk.dtype.kind != "O" and resumable(chunk.nbytes) else None
+    if steps is None:
+        return chunk_hash(chunk)
+    if callable(old):
+        try:
+            old = old()
+        except OSError:
+            return chunk_hash(chunk)
+    if old.dtype.kind == "O" or old.nbytes != steps.nbytes:
+        return chunk_hash(chunk)
+    data = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1)
+    before = np.ascontiguousarray(old).view(np.uint8).reshape(-1)
+    step = RESUME_STEP
+    whole = min(len(data), len(before)) // step
+    same = 0
+    while same < whole:
+        block = before[same * step : (same + 1) * step]
+        if not np.array_equal(data[same * step : (same + 1) * step], block):
+            break  # the new bytes differ from here
+        if xxhash.xxh3_128_digest(block.data) != steps.marks[same]:
+            break  # the old chunk is not the one hashed from here
+        same += 1
+    if same == 0:
+        return _hash_steps(data, chunk.shape, [hashlib.sha256()], [])
+    return _hash_steps(data, chunk.shape, steps.states[: same + 1], steps.marks[:same])
+
+
+#: The chunk a staged chunk was made from, to hash on from (:func:`chunk_hash_from`):
+#: its bytes as read now (or a function reading them, called where the chunk is
+#: hashed) and its digest; None where there is none.
+Base = tuple[np.ndarray | Callable[[], np.ndarray], bytes] | None
+
+
+def _hash_one(chunk: np.ndarray, base: Base) -> bytes:
+    return chunk_hash(chunk) if base is None else chunk_hash_from(chunk, *base)
+
+
+def _hash_all(chunks: Sequence[np.ndarray], bases: Sequence[Base] | None = None) -> list[bytes]:
+    """Hashes of ``chunks`` on the calling thread (each hashed on from its base, if
+    given)."""
+    if bases is None:
+        return [chunk_hash(chunk) for chunk in chunks]
+    return [_hash_one(chunk, base) for chunk, base in zip(chunks, bases, strict=True)]
 
 
 def _pool() -> ThreadPoolExecutor:
@@ -228,19 +390,28 @@ def run_ahead(
 
 
 def hash_in_batches(
-    chunks: Sequence[np.ndarray], batch_bytes: int = HASH_BATCH_BYTES, ahead: int = 1
+    chunks: Sequence[np.ndarray],
+    batch_bytes: int = HASH_BATCH_BYTES,
+    ahead: int = 1,
+    bases: Sequence[Base] | None = None,
 ) -> Iterator[tuple[Sequence[np.ndarray], list[bytes]]]:
     """Yield ``(batch, digests)``; the next ``ahead`` batches are hashed while the
-    caller works."""
+    caller works (each chunk hashed on from its base, if given)."""
     if not chunks:
         return
     per_chunk = max(1, chunks[0].nbytes)
     size = max(1, batch_bytes // per_chunk)
     if len(chunks) <= size or chunks[0].dtype.kind == "O":
-        yield chunks, _hash_all(chunks)
+        yield chunks, _hash_all(chunks, bases)
         return
-    batches = [chunks[start : start + size] for start in range(0, len(chunks), size)]
-    yield from prefetch(lambda batch: (batch, _hash_all(batch)), batches, ahead)
+    starts = range(0, len(chunks), size)
+    batches = [(start, chunks[start : start + size]) for start in starts]
+
+    def hashed(item: tuple[int, Sequence[np.ndarray]]) -> tuple[Sequence[np.ndarray], list[bytes]]:
+        start, batch = item
+        return batch, _hash_all(batch, None if bases is None else bases[start : start + size])
+
+    yield from prefetch(hashed, batches, ahead)
 
 
 class PendingDigests:
@@ -273,10 +444,13 @@ class PendingDigests:
             future.cancel()
 
 
-def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDigests:
+def hash_soon(
+    chunks: Sequence[np.ndarray], *, copy: bool = False, bases: Sequence[Base] | None = None
+) -> PendingDigests:
     """Start hashing ``chunks`` on background threads, one task per chunk, so that
     several chunks hash on several cores; with ``copy``, each is first copied (C order)
-    there and its copy hashed.  The chunks must not change until the digests are in.
+    there and its copy hashed; each hashed on from its base, if given (see
+    :func:`chunk_hash_from`).  The chunks must not change until the digests are in.
 
     Lets a caller do the work that needs no digest while the chunks are hashed
     (hashlib and numpy's copies release the GIL)."""
@@ -285,9 +459,10 @@ def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDig
     pool = _pool()
     futures = []
     events = []
-    for chunk in chunks:
+    for i, chunk in enumerate(chunks):
         started = threading.Event()
-        futures.append(pool.submit(_hash_started, chunk, started, copy))
+        base = None if bases is None else bases[i]
+        futures.append(pool.submit(_hash_started, chunk, started, copy, base))
         events.append(started)
     # A thread needs the GIL to start, and the caller holds it through HDF5's calls:
     # left alone, a hash would start only when the interpreter hands the GIL over (every
@@ -305,12 +480,14 @@ def hash_soon(chunks: Sequence[np.ndarray], *, copy: bool = False) -> PendingDig
 _START_WAIT_S = 0.0005
 
 
-def _hash_started(chunk: np.ndarray, started: Any, copy: bool) -> tuple[bytes, np.ndarray | None]:
+def _hash_started(
+    chunk: np.ndarray, started: Any, copy: bool, base: Base = None
+) -> tuple[bytes, np.ndarray | None]:
     started.set()
     if copy:
         chunk = np.array(chunk, order="C")
-        return chunk_hash(chunk), chunk
-    return chunk_hash(chunk), None
+        return _hash_one(chunk, base), chunk
+    return _hash_one(chunk, base), None
 
 
 #: Hashes of all-fill chunks by (shape, dtype, fill value's bytes): every commit asks

@@ -47,6 +47,7 @@ __all__ = [
     "adopt",
     "close_file",
     "commit_point",
+    "descriptor_of",
     "journal_of",
     "limit_metadata_cache",
     "ReadLock",
@@ -619,6 +620,16 @@ def journal_of(file: h5py.File | h5py.Group) -> JournaledFile | None:
 # Headers of journaled files are checked through the journal, which gives the bytes
 # HDF5 reads (held pages included): HDF5 reads such files through no OS descriptor.
 header.BYTE_SOURCES.append(journal_of)
+
+
+def descriptor_of(root: h5py.Group) -> int | None:
+    """The OS file descriptor the file of ``root`` is on, where it has one: the
+    journal's file, or HDF5's own (sec2) descriptor. Reads through it see the file
+    as on disk."""
+    journal = journal_of(root)
+    if journal is not None:
+        return journal.descriptor if journal.descriptor >= 0 else None
+    return header.file_descriptor(root.file)
 
 
 def limit_metadata_cache(file: h5py.File) -> None:

@@ -304,6 +304,12 @@ class JournaledFile:
     # -- positioned reads of what HDF5 sees (hdf5.header.ByteSource) ----------------------
 
     @property
+    def descriptor(self) -> int:
+        """The OS file descriptor of the file (-1 once closed). What it reads is the
+        file as on disk: pages held for this epoch are not there yet."""
+        return self._fd
+
+    @property
     def size(self) -> int:
         """The size of the file as HDF5 sees it."""
         return self._size

@@ -25,7 +25,8 @@ import collections
 import contextlib
 import functools
 import math
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import h5py
@@ -39,11 +40,13 @@ from h5vc.errors import (
 )
 from h5vc.hashing import (
     HASH_BATCH_BYTES,
+    Base,
     chunk_hash,
     fill_chunk_hash,
     fill_item,
     hash_in_batches,
     may_be_fill,
+    resumable,
     run_ahead,
 )
 from h5vc.hdf5 import codecs
@@ -152,6 +155,8 @@ class RawDataStore:
                 f"file; restore it from a copy if it was written."
             )
         self._index: dict[bytes, int] | None = None
+        #: slot -> digest, the index turned around (built when first asked for).
+        self._by_slot: dict[int, bytes] | None = None
         #: The first free slot (past every slot with a valid row), set with the index.
         self._first_free: int = 0
         #: Slots found to hold their digest's bytes since the index was loaded.
@@ -300,6 +305,7 @@ class RawDataStore:
         self._n_rows_read = None
         self._n_slots = None
         self._index = None
+        self._by_slot = None
         self._first_free = 0
         self.verified_slots = set()
         from h5vc.store import fastread  # the positioned reader: loaded by the first large read
@@ -392,7 +398,12 @@ class RawDataStore:
     # -- writing --------------------------------------------------------------------
 
     def store_chunks(
-        self, chunks: Sequence[np.ndarray], *, fillvalue: Any = None, skip_fill: bool = True
+        self,
+        chunks: Sequence[np.ndarray],
+        *,
+        fillvalue: Any = None,
+        skip_fill: bool = True,
+        bases: Sequence[Base] | None = None,
     ) -> np.ndarray:
         """Store chunks not stored yet; return the slot of each (-1: all fill value).
 
@@ -403,9 +414,10 @@ class RawDataStore:
 
         Large writes go in batches: while one batch is deduplicated and written,
         the next is hashed on another thread.  Hash-table rows, then the row
-        count, are written after all the chunks.
+        count, are written after all the chunks.  ``bases`` (see :meth:`bases_of`):
+        the chunk each was staged from, to hash on from.
         """
-        batches = hash_in_batches(chunks, ahead=codecs.workers())
+        batches = hash_in_batches(chunks, ahead=codecs.workers(), bases=bases)
         return self._place_batches(batches, len(chunks), fillvalue, skip_fill)
 
     def place_chunks(
@@ -435,6 +447,71 @@ class RawDataStore:
         slots = self._place_batches(batches, len(chunks), fillvalue, skip_fill, remember=False)
         self._remember_placed(chunks, slots, first_new)
         return slots
+
+    def bases_of(
+        self,
+        coords: Sequence[tuple[int, ...]],
+        chunks: Sequence[np.ndarray],
+        base_slots: np.ndarray,
+        base_shape: tuple[int, ...],
+        fd: int | None,
+    ) -> list[Base] | None:
+        """For staged chunks ``chunks`` at ``coords`` of a dataset whose base version
+        maps its chunks to ``base_slots`` (its shape ``base_shape``), the chunk each
+        was staged from, as :func:`~h5vc.hashing.chunk_hash_from` takes it: its bytes
+        as stored (kept from the last commit, or read from the file's descriptor
+        ``fd`` where it is stored as it is, on the thread that hashes), cut to the
+        shape it was hashed at, and its digest. None for a chunk too small to hash on
+        from, or with no such chunk, or one stored filtered; None in all for chunks of
+        variable-length strings."""
+        if not chunks or chunks[0].dtype.kind == "O" or not resumable(chunks[0].nbytes):
+            return None
+        by_slot = self._by_slot
+        if by_slot is None:
+            by_slot = self._by_slot = {slot: digest for digest, slot in self.index.items()}
+        grid = base_slots.shape
+        bases: list[Base] = []
+        for coord, chunk in zip(coords, chunks, strict=True):
+            inside = len(coord) == len(grid) and all(c < n for c, n in zip(coord, grid))
+            slot = int(base_slots[coord]) if inside else -1
+            digest = by_slot.get(slot) if slot >= 0 and resumable(chunk.nbytes) else None
+            if digest is None:
+                bases.append(None)
+                continue
+            shape = tuple(min(c, n - i * c) for i, c, n in zip(coord, self.chunks, base_shape))
+            reader = self._stored_chunk(slot, shape, fd)
+            bases.append(None if reader is None else (reader, digest))
+        return bases
+
+    def _stored_chunk(
+        self, slot: int, shape: tuple[int, ...], fd: int | None
+    ) -> np.ndarray | Callable[[], np.ndarray] | None:
+        """The chunk in ``slot`` cut to ``shape``: kept from the last commit, or a
+        function reading its stored bytes from ``fd``; None where it is stored
+        filtered (or not at all)."""
+        cut = tuple(slice(0, n) for n in shape)
+        kept = self.recent.get(slot)
+        if kept is not None and len(kept) >= shape[0]:
+            return kept[cut]
+        if fd is None or not self._writes_raw_bytes(np.empty((0,), dtype=self.dtype)):
+            return None
+        start = (slot * self.chunks[0],) + (0,) * (len(shape) - 1)
+        try:
+            info = self.raw_data.id.get_chunk_info_by_coord(start)
+        except (KeyError, ValueError, RuntimeError):
+            return None
+        nbytes = math.prod(self.chunks) * self.dtype.itemsize
+        if info.byte_offset is None or info.filter_mask or info.size != nbytes:
+            return None
+        offset, dtype, chunks = int(info.byte_offset), self.dtype, self.chunks
+
+        def read() -> np.ndarray:
+            stored = os.pread(fd, nbytes, offset)
+            if len(stored) != nbytes:
+                raise OSError(f"{len(stored)} of {nbytes} bytes of slot {slot} read")
+            return np.frombuffer(stored, dtype=dtype).reshape(chunks)[cut]
+
+        return read
 
     @staticmethod
     def keeps_written(nbytes: int) -> bool:
@@ -711,6 +788,7 @@ class RawDataStore:
         self.hash_table.attrs[ATTR_LARGEST_INDEX] = np.int64(n_rows)
         self._n_rows = n_rows
         self._index = None  # reloaded from the file on next use
+        self._by_slot = None
         self.verified_slots = set()
 
 
@@ -821,6 +899,7 @@ class _BatchWriter:
                     verified.add(slot)
                 else:
                     del index[digests[reused[slot]]]
+                    self.store._by_slot = None
             start = k
 
     def finish(self) -> None:
@@ -830,6 +909,9 @@ class _BatchWriter:
         if self.new_digests:
             self.store._write_rows(self.new_digests, self.new_rows)
             self.store.index.update(self.pending)
+            by_slot = self.store._by_slot
+            if by_slot is not None:
+                by_slot.update((slot, digest) for digest, slot in self.pending.items())
 
 
 @functools.cache

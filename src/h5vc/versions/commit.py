@@ -16,13 +16,14 @@ from typing import Any
 import h5py
 import numpy as np
 
+from h5vc.durable import files as durable
 from h5vc.errors import (
     CorruptDataError,
     InvalidVersionNameError,
     TimestampOrderError,
     VersionExistsError,
 )
-from h5vc.hashing import HASH_BATCH_BYTES, PendingDigests, hash_soon
+from h5vc.hashing import HASH_BATCH_BYTES, Base, PendingDigests, hash_soon
 from h5vc.staging import StagedChangesArray
 from h5vc.store import (
     ChunkMap,
@@ -72,6 +73,11 @@ class DatasetCommit:
     filters: dict[str, Any] = field(default_factory=dict)
     #: The raw_data the staged chunks already sit on (None: a new dataset).
     raw_data: h5py.Dataset | None = None
+    #: The slots in raw_data of the chunks of the version the dataset was staged
+    #: from, and its shape: large staged chunks are hashed on from the chunks they
+    #: were made from (:meth:`RawDataStore.bases_of`).
+    base_slots: np.ndarray | None = None
+    base_shape: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -290,7 +296,7 @@ class _VersionWriter:
         self.state = state
         self.version = version
         #: The staged chunks of each dataset, by ``id`` of its DatasetCommit.
-        self.changes = _hash_early(root)
+        self.changes = _hash_early(state, root)
         self.deferred: list[_Deferred] = []
         #: New chunks predicted on each chunk store (by ``id``) by deferred datasets.
         self.predicted: dict[int, int] = {}
@@ -329,7 +335,9 @@ class _VersionWriter:
         changes = self.changes.get(id(spec))
         if changes is None or changes.digests is None:
             self.place(store)  # this store's deferred chunks go first
-            chunk_map = _staged_chunk_map(spec.array, store, spec.fillvalue, changes)
+            chunk_map = _staged_chunk_map(
+                spec.array, store, spec.fillvalue, changes, spec, self.state
+            )
             self._create(group, name, spec, store, chunk_map)
             return
         after = self.predicted.get(id(store), 0)
@@ -415,14 +423,14 @@ class _VersionWriter:
         self._create(entry.group, entry.name, spec, store, chunk_map)
 
 
-def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
+def _hash_early(state: FileState, root: GroupCommit) -> dict[int, _Changes]:
     """The staged chunks of every dataset ``root`` writes, by ``id`` of its
     DatasetCommit; those of datasets of large chunks are being hashed when they hold
     from :data:`EARLY_HASH_MIN_BYTES` to :data:`EARLY_HASH_MAX_BYTES` in all (copied
     first where the store keeps them for the next commit: see
     :meth:`~h5vc.store.rawdata.RawDataStore.place_chunks`)."""
     found: dict[int, _Changes] = {}
-    eligible: list[_Changes] = []
+    eligible: list[tuple[DatasetCommit, _Changes]] = []
     total = 0
     for spec in _dataset_commits(root):
         changes = _staged_changes(spec.array)
@@ -432,12 +440,18 @@ def _hash_early(root: GroupCommit) -> dict[int, _Changes]:
         chunk_bytes = math.prod(spec.chunks) * np.dtype(spec.dtype).itemsize
         nbytes = sum(chunk.nbytes for chunk in changes.chunks)
         if chunk_bytes >= EARLY_HASH_MIN_CHUNK_BYTES:
-            eligible.append(changes)
+            eligible.append((spec, changes))
             total += nbytes
     if EARLY_HASH_MIN_BYTES <= total <= EARLY_HASH_MAX_BYTES:
-        for changes in eligible:
+        for spec, changes in eligible:
             nbytes = sum(chunk.nbytes for chunk in changes.chunks)
-            changes.digests = hash_soon(changes.chunks, copy=RawDataStore.keeps_written(nbytes))
+            store = (
+                None if spec.raw_data is None else state.stores.holding(spec.path, spec.raw_data)
+            )
+            bases = None if store is None else _bases(state, spec, store, changes)
+            changes.digests = hash_soon(
+                changes.chunks, copy=RawDataStore.keeps_written(nbytes), bases=bases
+            )
     return found
 
 
@@ -484,12 +498,30 @@ def _chunk_map(
 
 
 def _staged_chunk_map(
-    array: StagedChangesArray, store: RawDataStore, fillvalue: Any, changes: _Changes | None
+    array: StagedChangesArray,
+    store: RawDataStore,
+    fillvalue: Any,
+    changes: _Changes | None,
+    spec: DatasetCommit | None = None,
+    state: FileState | None = None,
 ) -> ChunkMap:
     if changes is None:
         changes = _staged_changes(array)
-    new_slots = store.store_chunks(changes.chunks, fillvalue=fillvalue)
+    bases = None if spec is None or state is None else _bases(state, spec, store, changes)
+    new_slots = store.store_chunks(changes.chunks, fillvalue=fillvalue, bases=bases)
     return _chunk_map(array, changes.coords, new_slots)
+
+
+def _bases(
+    state: FileState, spec: DatasetCommit, store: RawDataStore, changes: _Changes
+) -> list[Base] | None:
+    """The chunks the staged chunks of ``spec`` were made from, to hash on from."""
+    if spec.base_slots is None or spec.base_shape is None or not changes.chunks:
+        return None
+    if np.dtype(spec.dtype).kind == "O":
+        return None
+    fd = durable.descriptor_of(state.root)
+    return store.bases_of(changes.coords, changes.chunks, spec.base_slots, spec.base_shape, fd)
 
 
 def staged_chunk_map(array: StagedChangesArray, store: RawDataStore, fillvalue: Any) -> ChunkMap:

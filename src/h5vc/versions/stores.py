@@ -82,6 +82,11 @@ class ChunkStores:
         self._stores[key] = store
         return store
 
+    def holding(self, path: str, raw_data: h5py.Dataset) -> RawDataStore | None:
+        """The store whose raw_data is ``raw_data`` (of dataset ``path``), if open or
+        found, without putting it on the undo list."""
+        return self.get(self._key_of_raw_data(path.strip("/"), raw_data))
+
     def of(self, path: str) -> list[tuple[str, RawDataStore]]:
         """``(store key, store)`` of every chunk store of dataset ``path``: its own
         (key ``path``) first, then those of the times it was created again with a

@@ -799,6 +799,7 @@ class StagedDataset(_DatasetBase):
         raw_data: h5py.Dataset | None = None,
         base: Link | None = None,
         base_shape: tuple[int, ...] | None = None,
+        base_slots: np.ndarray | None = None,
         filters: dict[str, Any] | None = None,
         state: FileState | None = None,
     ):
@@ -810,6 +811,8 @@ class StagedDataset(_DatasetBase):
         self._raw_data = raw_data
         self._base = base
         self._base_shape = base_shape
+        #: The slots of the base version's chunks in raw_data (see DatasetCommit).
+        self._base_slots = base_slots
         self._filters = dict(filters or {})
         self.attrs = attrs
         self._read_only_reason: str | None = None
@@ -925,6 +928,8 @@ class StagedDataset(_DatasetBase):
             attrs=self.attrs.to_dict(),
             filters=self._filters,
             raw_data=self._raw_data,
+            base_slots=self._base_slots,
+            base_shape=self._base_shape,
         )
 
     def close_staging(self, reason: str) -> None:

@@ -499,6 +499,7 @@ class StagedGroup(_GroupBase):
             raw_data=store.raw_data,
             base=Link(base, name),
             base_shape=chunk_map.shape,
+            base_slots=chunk_map.slots,
             state=self._state,
         )
 
