@@ -249,7 +249,7 @@ def test_small_buffers_and_one_core_read_what_hdf5_reads(
     monkeypatch.setattr(
         rawdata,
         "hash_in_batches",
-        lambda chunks, ahead=1: hash_in_batches(chunks, buffer_bytes, ahead),
+        lambda chunks, ahead=1, bases=None: hash_in_batches(chunks, buffer_bytes, ahead, bases),
     )
     path = tmp_path_factory.mktemp("io") / "f.h5"
     rng = np.random.default_rng(case["seed"])
