@@ -170,6 +170,32 @@ def test_a_chunk_proven_too_long_for_blosc_is_one_blosc_cannot_fit(cname: str) -
     assert proven > 20 and unproven > 20  # both outcomes met, near the bound too
 
 
+def test_bit_shuffled_bytes_are_not_proven_too_long(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bit shuffle moves the bits of one-byte items too: random bytes halved (their
+    top bit always 0) look incompressible but fit once shuffled, and are stored as HDF5
+    stores them (compressed), after a first random sample stored as it is."""
+    rng = np.random.default_rng(20)
+    noise = [rng.integers(0, 256, SHAPE, dtype=np.uint8) // (1 + (k > 0)) for k in range(6)]
+    compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "bit"}
+    direct = SampleStore(tmp_path / "direct", "01", SHAPE, "uint8", compression)
+    with direct.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in noise]
+    with monkeypatch.context() as m:
+        m.setattr(codecs.Pipeline, "like_hdf5", property(lambda self: False))
+        plain = SampleStore(tmp_path / "plain", "01", SHAPE, "uint8", compression)
+        with plain.writer() as writer:
+            for sample in noise:
+                writer.write(sample)
+    chunks = stored_chunks(direct.directory)
+    assert [mask for mask, _ in chunks] == [1] + [0] * (len(noise) - 1)
+    assert chunks == stored_chunks(plain.directory)
+    with direct.reader() as reader:
+        for record, sample in zip(records, noise):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
 def test_samples_proven_incompressible_are_not_compressed(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

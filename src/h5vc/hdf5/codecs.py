@@ -359,13 +359,14 @@ class _Filter:
         """Whether HDF5's Blosc filter is sure to fail on ``data`` (a chunk's bytes), its
         frame longer than the chunk, found for a fraction of compressing it; ``False``
         where unsure. Tried for lz4hc only (elsewhere compressing costs about as much),
-        on bytes Blosc compresses as they are (one-byte items or no shuffle), see
-        :func:`_lz4_frame_too_long`."""
+        on bytes Blosc compresses as they are (no shuffle, or the byte shuffle of
+        one-byte items, which leaves them as they are; the bit shuffle moves bits even
+        then), see :func:`_lz4_frame_too_long`."""
         return (
             self.code == FILTER_BLOSC
             and self.cname == "lz4hc"
             and self.level > 0
-            and (self.size == 1 or self.blosc_shuffle == 0)
+            and (self.blosc_shuffle == 0 or (self.size == 1 and self.blosc_shuffle == 1))
             and len(data) >= _PROOF_MIN_BYTES
             and _lz4_frame_too_long(np.frombuffer(data, np.uint8))
         )
