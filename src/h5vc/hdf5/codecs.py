@@ -338,7 +338,8 @@ def _lz4_frame_too_long(data: np.ndarray, block: int = 0) -> bool:
     too (:func:`_lz4_shortfall`, with ``R`` of each block): the frame of ``b`` blocks
     (16 header bytes, then 4 for each block's start and 4 for its stream's length) is
     longer than ``data`` unless the blocks' streams fall short of their blocks by
-    ``16 + 8 b`` bytes or more, so about ``n / 273`` repeats are allowed, not 24.
+    ``16 + 8 b`` bytes or more: a chunk of one block may have up to
+    ``(n + 6360) // 273`` repeats (207 for 50 KB), not 24.
     """
     if block <= 0:  # any blocks and streams
         if _repeated_quads(data[:_PROOF_HEAD_BYTES]) > _BLOSC_FRAME_BYTES:
