@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pathlib
+import struct
 from typing import Any
 
 import numpy as np
@@ -170,6 +171,103 @@ def test_a_chunk_proven_too_long_for_blosc_is_one_blosc_cannot_fit(cname: str) -
     assert proven > 20 and unproven > 20  # both outcomes met, near the bound too
 
 
+def test_lz4_streams_are_no_shorter_than_their_shortfall_allows() -> None:
+    """Every LZ4 stream Blosc writes for one block is at least as long as
+    ``codecs._lz4_shortfall`` says, compressible or not."""
+    from numcodecs import blosc
+
+    rng = np.random.default_rng(21)
+    checked = 0
+    for _ in range(60):
+        size = int(rng.integers(9000, 60000))
+        data = rng.integers(0, 256, size, dtype=np.uint8) // int(rng.integers(1, 40))
+        for _ in range(int(rng.integers(0, 200))):
+            span = int(rng.integers(4, 30))
+            source = int(rng.integers(0, size - 2 * span))
+            target = int(rng.integers(source + span, size - span))
+            data[target : target + span] = data[source : source + span]
+        repeats = codecs._repeated_quads(data)
+        for cname in (b"lz4hc", b"lz4"):
+            for level in (1, 5, 9):
+                frame = blosc.compress(data.data, cname, level, 0, 0, 1)
+                _, block, _, stream = struct.unpack_from("<III4xi", frame, 4)
+                if frame[2] & 2 or block < size or stream >= size:
+                    continue  # stored as it is, or several blocks
+                checked += 1
+                assert 255 * stream >= 255 * size - codecs._lz4_shortfall(repeats, size)
+    assert checked > 100
+
+
+@pytest.mark.parametrize("cname", ["lz4hc", "lz4"])
+def test_blosc_block_sizes_are_those_of_hdf5s_filter(tmp_path: pathlib.Path, cname: str) -> None:
+    import h5py
+    import hdf5plugin
+
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        for size in (9000, 33000, 50176, 70000, 300000):
+            for level in (1, 5, 9):
+                options = hdf5plugin.Blosc(cname=cname, clevel=level, shuffle=1)
+                name = f"{size}-{level}"
+                dataset = f.create_dataset(name, (size,), np.uint8, chunks=(size,), **options)
+                dataset[...] = np.arange(size) % 7
+                _, chunk = dataset.id.read_direct_chunk((0,))
+                block = struct.unpack_from("<I", chunk, 8)[0]
+                assert codecs._blosc_block_bytes(size, cname, level, 1, 1) == block
+
+
+def test_one_byte_chunks_proven_too_long_per_block_are_ones_blosc_cannot_fit() -> None:
+    """With Blosc's blocks known, chunks with far more repeats than 24 are proven too
+    long (the lengths of literal runs count), in one block or several, and are."""
+    from numcodecs import blosc
+
+    rng = np.random.default_rng(22)
+    proven = beyond = unproven = 0
+    for number in range(48):
+        size = int(rng.choice([9000, 50176, 70000, 140000])) + number
+        data = rng.integers(0, 256, size, dtype=np.uint8) // (1 + number % 8)
+        for _ in range(int(rng.integers(0, 6))):
+            span = int(rng.integers(4, 40))
+            source = int(rng.integers(0, size - 2 * span))
+            target = int(rng.integers(source + span, size - span))
+            data[target : target + span] = data[source : source + span]
+        for level in (1, 5, 9):
+            for shuffle in (0, 1):
+                values = (2, 2, 1, size, level, shuffle, 2)  # lz4hc
+                too_long = codecs._Filter(codecs.FILTER_BLOSC, values, 1).surely_fails(data.data)
+                frame = blosc.compress(data.data, b"lz4hc", level, shuffle, 0, 1)
+                assert not too_long or len(frame) > size, (number, level, shuffle)
+                proven += too_long
+                unproven += not too_long
+                beyond += too_long and codecs._repeated_quads(data) > 24
+    assert beyond > 20 and unproven > 20
+
+
+def test_bit_shuffled_bytes_are_not_proven_too_long(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bit shuffle moves the bits of one-byte items too: random bytes halved (their
+    top bit always 0) look incompressible but fit once shuffled, and are stored as HDF5
+    stores them (compressed), after a first random sample stored as it is."""
+    rng = np.random.default_rng(20)
+    noise = [rng.integers(0, 256, SHAPE, dtype=np.uint8) // (1 + (k > 0)) for k in range(6)]
+    compression = {"complib": "blosc:lz4hc", "complevel": 5, "shuffle": "bit"}
+    direct = SampleStore(tmp_path / "direct", "01", SHAPE, "uint8", compression)
+    with direct.writer(threads=2) as writer:
+        records = [writer.write(sample) for sample in noise]
+    with monkeypatch.context() as m:
+        m.setattr(codecs.Pipeline, "like_hdf5", property(lambda self: False))
+        plain = SampleStore(tmp_path / "plain", "01", SHAPE, "uint8", compression)
+        with plain.writer() as writer:
+            for sample in noise:
+                writer.write(sample)
+    chunks = stored_chunks(direct.directory)
+    assert [mask for mask, _ in chunks] == [1] + [0] * (len(noise) - 1)
+    assert chunks == stored_chunks(plain.directory)
+    with direct.reader() as reader:
+        for record, sample in zip(records, noise):
+            np.testing.assert_array_equal(reader.read(record), sample)
+
+
 def test_samples_proven_incompressible_are_not_compressed(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -179,7 +277,7 @@ def test_samples_proven_incompressible_are_not_compressed(
     original = blosc.compress
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        compressed[0] += 1
+        compressed[0] += any(memoryview(args[0]).cast("B"))  # not the zeros of a block size
         return original(*args, **kwargs)
 
     monkeypatch.setattr(blosc, "compress", counting)

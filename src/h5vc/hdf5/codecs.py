@@ -263,11 +263,15 @@ def _blosc_sizes(data: Any) -> tuple[int, int]:
 
 #: Chunks at least this long are checked by :func:`_lz4_frame_too_long` ...
 _PROOF_MIN_BYTES = 8 * 1024
-#: ... first their start (most data that compresses repeats itself early on).
+#: ... first their start (most data that compresses repeats itself early on), then a
+#: start this many times longer, and so on.
 _PROOF_HEAD_BYTES = 512
+_PROOF_HEAD_GROWTH = 16
 #: The bytes a Blosc frame adds to its codec's output, at least: a 16-byte header, a
 #: 4-byte block start and a 4-byte stream length.
 _BLOSC_FRAME_BYTES = 24
+#: (chunk bytes, compressor, level, shuffle, type size) -> Blosc's block size for them.
+_BLOSC_BLOCKS: dict[tuple[int, str, int, int, int], int] = {}
 
 
 def _repeated_quads(data: np.ndarray) -> int:
@@ -275,18 +279,51 @@ def _repeated_quads(data: np.ndarray) -> int:
     count = len(data) - 3
     if count <= 1:
         return 0
-    quads = np.empty(count, np.uint32)
-    for start in range(4):  # the 4 bytes at start, start + 4, ... as one uint32 each
-        whole = (len(data) - start) // 4
-        quads[start::4] = data[start : start + 4 * whole].view(np.uint32)
+    data = np.ascontiguousarray(data, np.uint8)
+    # The 4 bytes at each position as one uint32: a view one byte apart, copied once.
+    quads = np.ndarray((count,), "<u4", data, strides=(1,)).copy()
     quads.sort()
     return int(np.count_nonzero(quads[1:] == quads[:-1]))
 
 
-def _lz4_frame_too_long(data: np.ndarray) -> bool:
+def _lz4_shortfall(repeats: int, size: int) -> int:
+    """255 times the most by which LZ4's block of ``size`` bytes, ``repeats`` of whose
+    positions start 4 bytes that also start earlier, can be shorter than ``size``.
+
+    With ``m`` matches of ``L_i >= 4`` bytes, ``S = sum(L_i - 3) <= repeats`` and
+    ``m <= S``, the block holds ``m + 1`` tokens, ``2 m`` offset bytes and the other
+    ``T = size - S - 3 m`` bytes as literals, in ``m + 1`` runs: ``size + 1 - S`` bytes
+    at least. A run of ``L >= 15`` literals takes ``1 + (L - 15) // 255`` more bytes
+    for its length, at least ``(L - 14) / 255`` for any ``L``; over all runs at least
+    ``(T - 14 (m + 1)) / 255 >= (size - 18 repeats - 14) / 255``. The smaller of the
+    two shortfalls these bounds leave is returned.
+    """
+    return max(0, min(255 * (repeats - 1), 273 * repeats - size - 241))
+
+
+def _blosc_block_bytes(nbytes: int, cname: str, level: int, shuffle: int, size: int) -> int:
+    """The block size Blosc picks for ``nbytes`` with these settings (it depends on
+    nothing else), read from the header of a frame of zeros."""
+    key = (nbytes, cname, level, shuffle, size)
+    block = _BLOSC_BLOCKS.get(key)
+    if block is None:
+        from numcodecs import blosc
+
+        frame = blosc.compress(bytes(nbytes), cname.encode(), level, shuffle, 0, size)
+        block = struct.unpack_from("<I", frame, 8)[0]
+        if len(_BLOSC_BLOCKS) >= 256:
+            _BLOSC_BLOCKS.clear()
+        _BLOSC_BLOCKS[key] = block
+    return block
+
+
+def _lz4_frame_too_long(data: np.ndarray, block: int = 0) -> bool:
     """True if Blosc's frame of ``data`` compressed with LZ4 (lz4 or lz4hc, any level
     and parse), with the bytes as they are, is longer than ``data``: then HDF5's Blosc
     filter, which writes into a buffer the size of the chunk, fails.
+
+    ``block``: Blosc's block size for ``data`` if known, each block being one stream
+    (one-byte items); ``0``: any blocks and streams.
 
     An LZ4 block of ``n`` bytes with ``m`` matches of ``L_i >= 4`` bytes holds the
     ``n - sum(L_i)`` other bytes as literals, ``m + 1`` one-byte tokens and ``m``
@@ -297,12 +334,34 @@ def _lz4_frame_too_long(data: np.ndarray) -> bool:
     too. A Blosc frame adds at least :data:`_BLOSC_FRAME_BYTES` to its codec's output
     (more with more blocks or streams, whose matches stay inside them; a stream LZ4
     cannot shrink is stored as it is, longer still), so with ``R <= 24`` the frame is
-    longer than ``data``.
+    longer than ``data``. With the blocks known, the lengths of long literal runs count
+    too (:func:`_lz4_shortfall`, with ``R`` of each block): the frame of ``b`` blocks
+    (16 header bytes, then 4 for each block's start and 4 for its stream's length) is
+    longer than ``data`` unless the blocks' streams fall short of their blocks by
+    ``16 + 8 b`` bytes or more: a chunk of one block may have up to
+    ``(n + 6360) // 273`` repeats (207 for 50 KB), not 24.
     """
-    head = data[:_PROOF_HEAD_BYTES]
-    if _repeated_quads(head) > _BLOSC_FRAME_BYTES:
-        return False
-    return _repeated_quads(data) <= _BLOSC_FRAME_BYTES
+    if block <= 0:  # any blocks and streams
+        if _repeated_quads(data[:_PROOF_HEAD_BYTES]) > _BLOSC_FRAME_BYTES:
+            return False
+        return _repeated_quads(data) <= _BLOSC_FRAME_BYTES
+    total = len(data)
+    block = min(block, total)
+    budget = 255 * (16 + 8 * -(-total // block))
+    head = _PROOF_HEAD_BYTES
+    while head < block:  # the first block's start alone may repeat itself too often
+        if _lz4_shortfall(head - 4, block) >= budget:  # it can: see if it does
+            if _lz4_shortfall(_repeated_quads(data[:head]), block) >= budget:
+                return False
+            break
+        head *= _PROOF_HEAD_GROWTH
+    shortfall = 0
+    for start in range(0, total, block):
+        piece = data[start : start + block]
+        shortfall += _lz4_shortfall(_repeated_quads(piece), len(piece))
+        if shortfall >= budget:
+            return False
+    return True
 
 
 class _Filter:
@@ -359,16 +418,24 @@ class _Filter:
         """Whether HDF5's Blosc filter is sure to fail on ``data`` (a chunk's bytes), its
         frame longer than the chunk, found for a fraction of compressing it; ``False``
         where unsure. Tried for lz4hc only (elsewhere compressing costs about as much),
-        on bytes Blosc compresses as they are (one-byte items or no shuffle), see
-        :func:`_lz4_frame_too_long`."""
+        on bytes Blosc compresses as they are (no shuffle, or the byte shuffle of
+        one-byte items, which leaves them as they are; the bit shuffle moves bits even
+        then), see :func:`_lz4_frame_too_long`."""
         return (
             self.code == FILTER_BLOSC
             and self.cname == "lz4hc"
             and self.level > 0
-            and (self.size == 1 or self.blosc_shuffle == 0)
+            and (self.blosc_shuffle == 0 or (self.size == 1 and self.blosc_shuffle == 1))
             and len(data) >= _PROOF_MIN_BYTES
-            and _lz4_frame_too_long(np.frombuffer(data, np.uint8))
+            and _lz4_frame_too_long(np.frombuffer(data, np.uint8), self._blocks(len(data)))
         )
+
+    def _blocks(self, nbytes: int) -> int:
+        """Blosc's block size for a chunk of ``nbytes`` where each block is one stream
+        (one-byte items), else 0 (unknown)."""
+        if self.size != 1:
+            return 0
+        return _blosc_block_bytes(nbytes, self.cname, self.level, self.blosc_shuffle, 1)
 
     def decode(self, data: Any) -> Any:
         if self.code == FILTER_SHUFFLE:
