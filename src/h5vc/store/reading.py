@@ -593,6 +593,18 @@ class FileView:
         view._root_group, view._file = None, None if file is None else file.id
         return view
 
+    def apart(self) -> FileView:
+        """A copy of this view (with no handle) whose findings from now on are its
+        own: what was read is copied, not shared (the map is)."""
+        view = FileView(self.bytes, self.root, self.filename)
+        view._links = dict(self._links)
+        view._paths = dict(self._paths)
+        view._stores = dict(self._stores)
+        view._datasets = dict(self._datasets)
+        view._headers = dict(self._headers)
+        view._kinds = dict(self._kinds)
+        return view
+
     def close(self) -> None:
         self.bytes.close()
 
