@@ -118,3 +118,26 @@ def test_damaged_bytes_are_refused_after_intact_ones_were_read(
     with pytest.raises(CorruptDataError, match="checksum disagrees"):
         _tail(damaged, last)
     assert _tail(path, last).tolist() == rows[-5:].tolist()  # the intact file still reads
+
+
+def test_lists_beyond_the_limit_are_decoded_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "a.h5"
+    rows = _make(path, 70)
+    _, length = _mapping_list_at(path, "v70")
+    monkeypatch.setattr(store_reading, "DECODED_BYTES", length - 1)
+    for _ in range(2):
+        assert _tail(path, "v70").tolist() == rows[-5:].tolist()
+    assert not store_reading._DECODED
+    # Within the limit, the oldest lists go first.
+    monkeypatch.setattr(store_reading, "DECODED_BYTES", 2 * length)
+    for version in ("v70", "v69", "v68"):
+        assert (
+            _tail(path, version)[-1].tolist() == rows[: _STEP * (int(version[1:]) + 1)][-1].tolist()
+        )
+    kept = store_reading._DECODED
+    assert 1 <= len(kept) <= 2
+    assert store_reading._decoded_bytes == sum(len(key[0]) for key in kept) <= 2 * length
+    start, _ = _mapping_list_at(path, "v70")
+    assert path.read_bytes()[start : start + length] not in {key[0] for key in kept}

@@ -563,14 +563,16 @@ def _decoded(
     Raises ``damage()`` where its checksum disagrees."""
     global _decoded_bytes
     key = (blob, ndim, fb.sizeof_size)
-    try:
-        return _DECODED[key]
-    except KeyError:
-        pass
+    kept = len(blob) <= DECODED_BYTES  # (a longer list is not hashed either)
+    if kept:
+        try:
+            return _DECODED[key]
+        except KeyError:
+            pass
     if checksum(blob[:-4]) != int.from_bytes(blob[-4:], "little"):
         raise damage()
     found = _decode(fb, blob, ndim)
-    if len(blob) <= DECODED_BYTES:
+    if kept:
         with _DECODED_MUTEX:
             if key not in _DECODED:
                 _DECODED[key] = found
