@@ -20,6 +20,7 @@ import bisect
 import copy
 import math
 import struct
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
@@ -472,6 +473,139 @@ def small_read(
 # First reads from the file's bytes ---------------------------------------------------
 
 
+class _Placed:
+    """The mappings of a virtual dataset as :class:`_Dataset` reads them, for one shape
+    of it and of its ``raw_data``: a function of their bytes and these shapes only
+    (see :class:`_Decoded`). Shared between datasets: never changed."""
+
+    __slots__ = ("blocks", "listed", "reach", "rows", "starts", "unmapped")
+
+    def __init__(self, blocks: np.ndarray | list[list[int]], ndim: int, elements: int):
+        if isinstance(blocks, list):
+            blocks = np.array(blocks, dtype=np.int64).reshape(-1, 3 * ndim)
+        #: Whether some of the ``elements`` no block maps (read as the fill value).
+        self.unmapped = len(blocks) == 0 or _mapped(blocks, ndim) < elements
+        #: The blocks sorted by their first coordinate (:attr:`starts`): a read looks
+        #: only at those that may reach its box (see :meth:`_Dataset.near`).
+        blocks = blocks[np.argsort(blocks[:, 0], kind="stable")]
+        blocks.flags.writeable = False
+        self.blocks = blocks
+        self.starts = blocks[:, 0]
+        #: How far before a box's first row a block may start and still reach it:
+        #: the longest extent along the first axis; 0 where the blocks follow one
+        #: another along it (one dimension, or blocks of whole rows).
+        self.reach = block_reach(blocks, ndim)
+        #: The rows as Python lists, for a few blocks (plain Python reads them faster).
+        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
+        if len(blocks) <= _LISTED_BLOCKS:
+            self.listed = [
+                (row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in blocks.tolist()
+            ]
+        #: One dimension: the blocks as (first row, source row, rows) in order, and
+        #: their first rows (see :func:`_read_rows`).
+        self.rows: tuple[list[int], list[tuple[int, int, int]]] | None = None
+        if ndim == 1:
+            every = [(v, s, e) for v, s, e in blocks.tolist()]
+            self.rows = [v for v, _, _ in every], every
+
+
+class _Decoded:
+    """A virtual dataset's mapping list decoded, its checksum found right: a function
+    of its bytes alone, so kept by them (:func:`_decoded`) for every handle and file
+    that holds the same bytes, whatever was written since (bytes that differ are
+    another key)."""
+
+    __slots__ = ("_placed", "many", "ndim", "pairs", "sources")
+
+    def __init__(
+        self,
+        ndim: int,
+        sources: frozenset[tuple[bytes, bytes]],
+        pairs: list[tuple[list[int], list[list[int]]]],
+        many: tuple[np.ndarray, np.ndarray] | None,
+    ):
+        self.ndim = ndim
+        self.sources = sources
+        self.pairs = pairs
+        self.many = many
+        self._placed: dict[tuple[tuple[int, ...], tuple[int, ...]], _Placed | None] = {}
+
+    def placed(self, shape: tuple[int, ...], rows: tuple[int, ...]) -> _Placed | None:
+        """The blocks in a dataset of ``shape`` over a ``raw_data`` of ``rows``; None
+        unless they fit (see :func:`_blocks`)."""
+        key = (shape, rows)
+        if key in self._placed:
+            return self._placed[key]
+        blocks: np.ndarray | list[list[int]] | None
+        if self.many is not None:
+            blocks = _many_blocks(*self.many, shape, rows)
+        else:
+            blocks = _blocks(self.pairs, shape, rows)
+        found = None if blocks is None else _Placed(blocks, self.ndim, math.prod(shape))
+        self._placed[key] = found
+        return found
+
+
+#: Mapping lists decoded, by (bytes, rank, size of lengths): see :class:`_Decoded`.
+_DECODED: dict[tuple[bytes, int, int], _Decoded | None] = {}
+_DECODED_MUTEX = threading.Lock()
+#: Bytes of the mapping lists :data:`_DECODED` keeps at most (the oldest go first);
+#: a longer list is decoded each time.
+DECODED_BYTES = 4 << 20
+_decoded_bytes = 0
+
+
+def _decoded(
+    fb: FileBytes, blob: bytes, ndim: int, damage: Callable[[], Exception]
+) -> _Decoded | None:
+    """The mapping list ``blob`` of a virtual dataset of rank ``ndim`` decoded (None
+    where it is not read here): found by its bytes if they were decoded before.
+    Raises ``damage()`` where its checksum disagrees."""
+    global _decoded_bytes
+    key = (blob, ndim, fb.sizeof_size)
+    kept = len(blob) <= DECODED_BYTES  # (a longer list is not hashed either)
+    if kept:
+        try:
+            return _DECODED[key]
+        except KeyError:
+            pass
+    if checksum(blob[:-4]) != int.from_bytes(blob[-4:], "little"):
+        raise damage()
+    found = _decode(fb, blob, ndim)
+    if kept:
+        with _DECODED_MUTEX:
+            if key not in _DECODED:
+                _DECODED[key] = found
+                _decoded_bytes += len(blob)
+                while _decoded_bytes > DECODED_BYTES:
+                    oldest = next(iter(_DECODED))
+                    _decoded_bytes -= len(oldest[0])
+                    del _DECODED[oldest]
+    return found
+
+
+def _decode(fb: FileBytes, blob: bytes, ndim: int) -> _Decoded | None:
+    count = int.from_bytes(blob[1 : 1 + fb.sizeof_size], "little")
+    # A few mappings are decoded in Python, many at once with numpy.
+    mappings = fb.decode_mappings(blob, ndim) if count <= _LISTED_BLOCKS else None
+    if mappings is not None and len(mappings.virtual) == len(mappings.source) == count * 2 * ndim:
+        step = 2 * ndim
+        flat_v, flat_s = mappings.virtual, mappings.source
+        pairs = [
+            (flat_v[i : i + step], [flat_s[i : i + step]]) for i in range(0, len(flat_v), step)
+        ]
+        return _Decoded(ndim, frozenset(mappings.sources), pairs, None)
+    # Names shared between entries, several blocks a mapping: the general decoder.
+    try:
+        decoded = decode_mappings(blob, ndim, fb.sizeof_size)
+    except Exception:  # its damage and its "unknown" encodings alike
+        return None
+    many = _paired(decoded, ndim)
+    if many is None:
+        return None
+    return _Decoded(ndim, frozenset(decoded.sources), [], many)
+
+
 class _Dataset:
     """What a first read of one committed dataset needs, read from the file's bytes:
     its shape and dtype, its ``raw_data``'s chunk locator and row size, its mappings
@@ -498,7 +632,7 @@ class _Dataset:
         dtype: np.dtype,
         locator: ChunkLocator,
         row_bytes: int,
-        blocks: np.ndarray | list[list[int]],
+        placed: _Placed,
         source: str = "",
         fill: Any = None,
     ):
@@ -512,30 +646,11 @@ class _Dataset:
         self.row_bytes = row_bytes
         #: The value of the elements no block maps; None where every element is mapped.
         self.fill = fill
-        ndim = len(shape)
-        if isinstance(blocks, list):
-            blocks = np.array(blocks, dtype=np.int64).reshape(-1, 3 * ndim)
-        #: The blocks sorted by their first coordinate (:attr:`starts`): a read looks
-        #: only at those that may reach its box (see :meth:`near`).
-        blocks = blocks[np.argsort(blocks[:, 0], kind="stable")]
-        self.blocks = blocks
-        self.starts = blocks[:, 0]
-        #: How far before a box's first row a block may start and still reach it:
-        #: the longest extent along the first axis; 0 where the blocks follow one
-        #: another along it (one dimension, or blocks of whole rows).
-        self.reach = block_reach(blocks, ndim)
-        #: The rows as Python lists, for a few blocks (plain Python reads them faster).
-        self.listed: list[tuple[list[int], list[int], list[int]]] | None = None
-        if len(blocks) <= _LISTED_BLOCKS:
-            self.listed = [
-                (row[:ndim], row[ndim : 2 * ndim], row[2 * ndim :]) for row in blocks.tolist()
-            ]
-        #: One dimension: the blocks as (first row, source row, rows) in order, and
-        #: their first rows (see :func:`_read_rows`).
-        self.rows: tuple[list[int], list[tuple[int, int, int]]] | None = None
-        if ndim == 1:
-            every = [(v, s, e) for v, s, e in blocks.tolist()]
-            self.rows = [v for v, _, _ in every], every
+        self.blocks = placed.blocks
+        self.starts = placed.starts
+        self.reach = placed.reach
+        self.listed = placed.listed
+        self.rows = placed.rows
 
     def near(self, first: int, stop: int) -> np.ndarray:
         """The blocks that may meet rows ``first`` up to ``stop`` of the first axis."""
@@ -591,6 +706,18 @@ class FileView:
         handle; such a view is only copied)."""
         view = copy.copy(self)  # the same map and dictionaries
         view._root_group, view._file = None, None if file is None else file.id
+        return view
+
+    def apart(self) -> FileView:
+        """A copy of this view (with no handle) whose findings from now on are its
+        own: what was read is copied, not shared (the map is)."""
+        view = FileView(self.bytes, self.root, self.filename)
+        view._links = dict(self._links)
+        view._paths = dict(self._paths)
+        view._stores = dict(self._stores)
+        view._datasets = dict(self._datasets)
+        view._headers = dict(self._headers)
+        view._kinds = dict(self._kinds)
         return view
 
     def close(self) -> None:
@@ -698,40 +825,19 @@ class FileView:
         blob = fb.mapping_list(header)
         if not blob:
             return None
-        if checksum(blob[:-4]) != int.from_bytes(blob[-4:], "little"):
-            raise CorruptDataError(
+        ndim = len(shape)
+
+        def damage() -> CorruptDataError:
+            return CorruptDataError(
                 f"The virtual mappings of {where} in {self.filename!r} are damaged: their "
                 f"checksum disagrees. Run h5vc.verify on the file; restore it from a copy "
                 f"if it was written."
             )
-        ndim = len(shape)
-        count = int.from_bytes(blob[1 : 1 + fb.sizeof_size], "little")
-        # A few mappings are decoded in Python, many at once with numpy.
-        mappings = fb.decode_mappings(blob, ndim) if count <= _LISTED_BLOCKS else None
-        pairs: list[tuple[list[int], list[list[int]]]] = []  # a virtual block, its sources
-        many: tuple[np.ndarray, np.ndarray] | None = None
-        if (
-            mappings is not None
-            and len(mappings.virtual) == len(mappings.source) == count * 2 * ndim
-        ):
-            sources = frozenset(mappings.sources)
-            step = 2 * ndim
-            flat_v, flat_s = mappings.virtual, mappings.source
-            pairs = [
-                (flat_v[i : i + step], [flat_s[i : i + step]]) for i in range(0, len(flat_v), step)
-            ]
-        else:  # names shared between entries, several blocks a mapping: the general decoder
-            try:
-                decoded = decode_mappings(blob, ndim, fb.sizeof_size)
-            except Exception:  # its damage and its "unknown" encodings alike
-                return None
-            many = _paired(decoded, ndim)
-            if many is None:
-                return None
-            sources = decoded.sources
-        if len(sources) != 1:
+
+        decoded = _decoded(fb, blob, ndim, damage)
+        if decoded is None or len(decoded.sources) != 1:
             return None
-        ((source_file, source_name),) = sources
+        ((source_file, source_name),) = decoded.sources
         if source_file != b".":
             return None
         store = self._store(source_name)
@@ -743,25 +849,19 @@ class FileView:
         chunks = locator.chunks
         if rows[1:] != chunks[1:] or rows[0] % chunks[0]:
             return None
-        blocks: np.ndarray | list[list[int]] | None
-        if many is not None:
-            blocks = _many_blocks(*many, tuple(shape), rows)
-        else:
-            blocks = _blocks(pairs, tuple(shape), rows)
-        if blocks is None:
+        placed = decoded.placed(tuple(shape), rows)
+        if placed is None:
             return None
         fill = None
-        if len(blocks) == 0 or _mapped(blocks, ndim) < math.prod(shape):
+        if placed.unmapped:
             # Elements no block maps read as the fill value: known, and with blocks
             # that cannot overlap (one after another along the first axis).
             fill = self._fill_value(header, dtype)
-            ordered = np.asarray(blocks, dtype=np.int64).reshape(-1, 3 * ndim)
-            ordered = ordered[np.argsort(ordered[:, 0], kind="stable")]
-            if fill is None or block_reach(ordered, ndim):
+            if fill is None or placed.reach:
                 return None
         row_bytes = dtype.itemsize * math.prod(rows[1:])
         source = source_name.replace(b"%%", b"%").decode()
-        return _Dataset(tuple(shape), dtype, locator, row_bytes, blocks, source, fill)
+        return _Dataset(tuple(shape), dtype, locator, row_bytes, placed, source, fill)
 
     def _fill_value(self, header: Header, dtype: np.dtype) -> Any:
         """The fill value the virtual dataset's header gives (a numpy scalar of

@@ -85,6 +85,16 @@ class VersionLog:
         self._by_time = None
         self._opened = None
 
+    def learn(self, known: KnownRoot) -> None:
+        """Take what ``known`` says of the file's bytes as they are now (read by
+        earlier handles: the versions found committed and their metadata) besides
+        what this log read; it is not added to ``known``."""
+        self._committed = self._committed | known.committed
+        if self._by_time is None:  # else every version's metadata is here already
+            for name, info in known.infos.items():
+                self._infos.setdefault(name, info)
+        self._known = True
+
     def group(self, name: str) -> h5py.Group:
         """The group of version ``name`` (checked with ``in`` first): the one opened to
         read its commit marker when that was the last version checked."""

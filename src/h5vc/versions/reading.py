@@ -35,6 +35,7 @@ import h5py
 
 from h5vc.durable.files import ReadLock
 from h5vc.remote import open_private, stream_descriptor
+from h5vc.versions.refs import Refs
 
 if TYPE_CHECKING:
     from h5vc.versions.state import FileState
@@ -82,6 +83,15 @@ class Generation:
             found = self._roots.setdefault(name, KnownRoot())
         return found
 
+    def apart(self) -> Generation:
+        """A copy of what is known, kept by no one else: what its user finds is not
+        added to this one (see :meth:`ReadGuard.learn`)."""
+        copied = Generation(self.key)
+        view = self.view
+        copied.view = view.apart() if view else view  # False (none made) or None stay
+        copied._roots = {name: root.copy() for name, root in list(self._roots.items())}
+        return copied
+
 
 class KnownRoot:
     """What was read of one versioned root of a :class:`Generation` of a file."""
@@ -96,6 +106,16 @@ class KnownRoot:
         #: ``(refs by kind, current branch)`` once read.
         self.refs: tuple[dict[str, dict[str, str]], str | None] | None = None
         self.data_version: int | None = None
+
+    def copy(self) -> KnownRoot:
+        copied = KnownRoot()
+        copied.committed = set(self.committed)
+        copied.infos = dict(self.infos)
+        refs = self.refs
+        if refs is not None:
+            copied.refs = ({kind: dict(r) for kind, r in refs[0].items()}, refs[1])
+        copied.data_version = self.data_version
+        return copied
 
 
 #: The last :class:`Generation` of each file read, by (device, inode), oldest first.
@@ -121,6 +141,18 @@ def generation_of(lock: ReadLock) -> Generation | None:
         while len(_GENERATIONS) > KEPT_GENERATIONS:
             _GENERATIONS.pop(next(iter(_GENERATIONS)))
     return found
+
+
+def kept_generation(lock: ReadLock) -> Generation | None:
+    """The :class:`Generation` kept of the file of ``lock`` as it is in the block of it
+    under way, if there is one (none is made); None also where its stamp cannot tell a
+    change."""
+    key = lock.content_key
+    if key is None:
+        return None
+    with _GENERATIONS_MUTEX:
+        found = _GENERATIONS.get(key[:2])
+    return found if found is not None and found.key == key else None
 
 
 def forget_generations() -> None:
@@ -220,6 +252,10 @@ class ReadGuard:
         self.kept: Generation | None = None
         #: Its part of this root (see :meth:`Generation.root`).
         self.known: KnownRoot | None = None
+        #: (device, inode) of the file the private handle reads, while nothing is kept
+        #: because the handle was opened when the stamp could not name the file's
+        #: bytes (see :meth:`learn`); else None.
+        self._unnamed: tuple[int, int] | None = None
         self._state: weakref.ref[FileState] | None = None
         self._reload: Callable[[FileState, h5py.Group], None] | None = None
         #: The lock was handed over held (see :func:`offer`, :func:`guard_for`): the
@@ -285,6 +321,8 @@ class ReadGuard:
                             self._adopted()
                         elif self._lock.changed or self.root is None:
                             self._open_again()
+                        elif self._unnamed is not None:
+                            self.learn()
                         self._adopt = False
                     except BaseException:
                         self.quiet = None
@@ -319,6 +357,7 @@ class ReadGuard:
                 return
             close, self._close_file = self._close_file, None
             self.kept = self.known = None
+            self._unnamed = None
             self.quiet = None
             close()
             state = None if self._state is None else self._state()
@@ -330,14 +369,44 @@ class ReadGuard:
         ``file`` being the private handle just opened: nothing unless it reads the
         very file the lock stamps (not one put in its place since the lock was made)."""
         self.kept = self.known = None
+        self._unnamed = None
         fd = stream_descriptor(file)
         if fd is None:
             return
         info = os.fstat(fd)
+        identity = (info.st_dev, info.st_ino)
         generation = generation_of(self._lock)
-        if generation is not None and generation.key[:2] == (info.st_dev, info.st_ino):
+        if generation is None:
+            self._unnamed = identity
+        elif generation.key[:2] == identity:
             self.kept = generation
             self.known = generation.root(self.root_name)
+
+    def learn(self) -> None:
+        """Take what earlier handles read of the file's bytes, for a private handle
+        opened while its stamp could not name them (the file was written within a
+        clock tick of the open: :attr:`~h5vc.durable.files.ReadLock.content_key`),
+        once it can and the lock found the file unchanged since (the handle reads on
+        as it is: its view of the file holds).
+
+        What is kept of the bytes the stamp names now (:func:`kept_generation`) is
+        theirs, so it holds for this handle too; a private copy of it is taken
+        (:meth:`Generation.apart`): this handle read the file before its stamp named
+        the bytes, so what it finds is not added to what later handles are given.
+        The state's log learns the versions found committed, and its refs are those
+        read then (they are of these bytes too). Nothing is done until
+        another handle has read the file as it is now."""
+        generation = kept_generation(self._lock)
+        if generation is None or generation.key[:2] != self._unnamed:
+            return
+        self._unnamed = None
+        self.kept = generation.apart()
+        self.known = self.kept.root(self.root_name)
+        state = None if self._state is None else self._state()
+        if state is not None:
+            state.log.learn(self.known)
+            if self.known.refs is not None:
+                state.refs = Refs(state.versions, known=self.known)
 
     def _adopted(self) -> None:
         """Read through the anchor (h5vc's own private handle, see ``adopt``): the
@@ -361,6 +430,7 @@ class ReadGuard:
                 self._reload(state, root)
         except BaseException:
             self.kept = self.known = None
+            self._unnamed = None
             close()
             raise
         old, self._close_file = self._close_file, close
@@ -373,6 +443,7 @@ class ReadGuard:
         close, self._close_file = self._close_file, None
         self.root = None
         self.kept = self.known = None
+        self._unnamed = None
         self.quiet = None
         if close is not None:
             close()
