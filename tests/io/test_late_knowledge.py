@@ -207,3 +207,30 @@ def test_a_handle_of_a_fresh_file_read_by_no_other_keeps_its_own(tmp_path: Path,
     with opened(path, way) as vf:
         assert vf["v2"]["x"][:, 0].tolist() == _column(3)
         assert vf.file_state.guard.kept is not None
+
+
+@pytest.mark.parametrize("way", ["open", "h5py"])
+def test_a_failed_reopening_is_tried_again_at_the_next_read(
+    tmp_path: Path, way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file changed and opening it anew failed once: the next read opens it anew
+    again and sees the change, not the handle from before it."""
+    path = tmp_path / "f.h5"
+    _make(path)
+    with opened(path, way) as vf:
+        assert vf["v2"]["x"][:, 0].tolist() == _column(3)
+        _write(path, "process")
+        real = reading.open_private
+        failures: list[int] = []
+
+        def failing_once(target):  # type: ignore[no-untyped-def]
+            if not failures:
+                failures.append(1)
+                raise OSError("no more file handles")
+            return real(target)
+
+        monkeypatch.setattr(reading, "open_private", failing_once)
+        with pytest.raises(OSError, match="no more file handles"):
+            vf["v3"]
+        assert failures
+        _check(vf, "process")

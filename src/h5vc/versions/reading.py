@@ -326,6 +326,9 @@ class ReadGuard:
                         self._adopt = False
                     except BaseException:
                         self.quiet = None
+                        # The lock has taken the file's new stamp: without this, the
+                        # next read would find no change and read the old handle on.
+                        self._lock.stale = True
                         self._lock.__exit__(None, None, None)
                         raise
                     self.quiet = self._lock.quiet
