@@ -156,6 +156,29 @@ def test_no_stamp_names_the_bytes_right_after_a_write(tmp_path: Path) -> None:
         lock.close()
 
 
+def test_no_stamp_names_the_bytes_of_a_file_of_coarse_times(tmp_path: Path) -> None:
+    """A modification time of whole milliseconds (what a filesystem of coarse times
+    gives, where a write later in the same second leaves it as it is) names nothing:
+    neither the key of what is kept across handles nor the reads without the lock."""
+    path = tmp_path / "f.h5"
+    _make(path)
+    second = (time.time_ns() // 1_000_000_000 - 10) * 1_000_000_000
+    os.utime(path, ns=(second, second))
+    _settle()
+    lock = ReadLock(path)
+    try:
+        with lock:
+            assert lock.content_key is None
+            assert lock.quiet is None
+        os.utime(path, ns=(second + 123_457, second + 123_457))
+        _settle()
+        with lock:
+            assert lock.content_key is not None
+            assert lock.quiet is not None
+    finally:
+        lock.close()
+
+
 def test_a_fresh_file_is_read_anew_by_each_handle(tmp_path: Path) -> None:
     path = tmp_path / "f.h5"
     with h5vc.open(path, "w") as vf, vf.stage_version("v0") as g:

@@ -165,6 +165,13 @@ _READING: dict[tuple[int, int], dict[int, list[ReadLock]]] = {}
 _READING_MUTEX = threading.Lock()
 
 
+def _coarse(*times_ns: int) -> bool:
+    """Whether any of these file times is of whole milliseconds: what a filesystem
+    keeping coarse times (a second or two on some) gives, where a later write in the
+    same tick leaves the time as it is."""
+    return any(not t % 1_000_000 for t in times_ns)
+
+
 class ReadLock:
     """Keeps a writer from changing committed bytes while a reader reads.
 
@@ -243,9 +250,11 @@ class ReadLock:
         equal in a later block, of this lock or another one of the file, only if the
         file was not written in between. None where it cannot tell: either time lies
         within 50 ms of the block's start (a write in the same clock tick would leave
-        it as it is), or this thread wrote the file in the block."""
+        it as it is), either time is of whole milliseconds (a filesystem of coarse
+        times, whose tick may be a second or two), or this thread wrote the file in
+        the block."""
         seen = self._seen
-        if not self._stamped or seen is None:
+        if not self._stamped or seen is None or _coarse(seen[1], self._ctime):
             return None
         return (*self._identity, *seen, self._ctime)
 
@@ -256,7 +265,7 @@ class ReadLock:
         time within 50 ms of the block's start, a time of whole milliseconds (a
         filesystem of coarse times), or a write by this thread in the block."""
         seen = self._seen
-        if not self._stamped or seen is None or not seen[1] % 1_000_000:
+        if not self._stamped or seen is None or _coarse(seen[1], self._ctime):
             return None
         return seen[0], seen[1], self._ctime
 
