@@ -30,6 +30,24 @@ def test_log_json_limit_and_start(run, history):
     assert [e["version"] for e in entries] == ["b1", "v3", "v2", "v1"]
 
 
+def test_json_is_one_line_piped_and_indented_on_a_terminal(run, history, monkeypatch):
+    piped = run("log", history, "--json").output
+    assert piped.count("\n") == 1 and json.loads(piped)[0]["version"] == "v3"
+    from h5vc.cli import _app
+
+    printed: list[str] = []
+    monkeypatch.setattr(_app.click, "echo", lambda text: printed.append(text))
+
+    class Terminal:
+        @staticmethod
+        def isatty() -> bool:
+            return True
+
+    monkeypatch.setattr(_app.sys, "stdout", Terminal())
+    _app.emit_json([{"version": "v3"}])
+    assert printed == ['[\n  {\n    "version": "v3"\n  }\n]']
+
+
 def test_log_graph_draws_a_side_line_joining_its_parent(run, history):
     lines = run("log", history, "--all", "--graph").output.splitlines()
     rows = [line for line in lines if "version " in line]
