@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import click
 import h5py
 import numpy as np
 import pytest
@@ -74,9 +78,12 @@ def test_usage_errors_exit_2(run, history):
 
 
 def _commands(group, prefix=()):
-    for name, command in group.commands.items():
+    """Every command path, as click lists them (modules imported as they are asked for)."""
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         yield (*prefix, name)
-        if hasattr(command, "commands"):
+        if isinstance(command, click.Group):
             yield from _commands(command, (*prefix, name))
 
 
@@ -91,3 +98,21 @@ def test_help_everywhere(run, path):
 def test_version_flag(run):
     result = run("--version")
     assert result.exit_code == 0 and result.output.startswith("h5vc ")
+
+
+def test_a_command_starts_without_the_others_modules():
+    """``h5vc du`` imports its own module, not the demo's, the merge's or verify's."""
+    code = (
+        "import sys\n"
+        "from h5vc.cli import main\n"
+        "try:\n"
+        "    main(['du', '--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('h5vc.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert "h5vc.cli._inspect" in loaded
+    for other in ("h5vc.cli._demo", "h5vc.cli._refs", "h5vc.cli._verify", "h5vc.cli._history"):
+        assert other not in loaded

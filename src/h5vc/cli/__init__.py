@@ -4,14 +4,6 @@ Built on click; ``main`` is the console-script entry point and ``cli`` the click
 group (test it with ``click.testing.CliRunner``).
 """
 
-from h5vc.cli import (  # noqa: F401  (register the commands)
-    _demo,
-    _history,
-    _inspect,
-    _maintain,
-    _refs,
-    _verify,
-)
 from h5vc.cli._app import CliError, cli, main
 
 __all__ = ["CliError", "cli", "main"]

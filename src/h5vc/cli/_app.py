@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import h5py
-from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 import h5vc
 from h5vc.api import VersionedHDF5File
 from h5vc.durable.files import ReadLock, recover_abandoned
 from h5vc.errors import H5vcError, NotVersionedError
 from h5vc.store import layout
+
+if TYPE_CHECKING:  # rich is loaded by the first table, tree or progress bar drawn
+    from rich.console import Console
 
 __all__ = [
     "CliError",
@@ -55,8 +56,44 @@ class CliError(click.ClickException):
             emit_json({"error": self.format_message(), "command": where})
 
 
+#: The module defining each command: a command's module is imported when the command
+#: is asked for (every one for the list of ``--help``), so a command starts without
+#: the others' imports.
+COMMAND_MODULES = {
+    "bisect": "_history",
+    "blame": "_history",
+    "branch": "_refs",
+    "cherry-pick": "_refs",
+    "delete": "_maintain",
+    "demo": "_demo",
+    "diff": "_inspect",
+    "du": "_inspect",
+    "export": "_maintain",
+    "log": "_inspect",
+    "merge": "_refs",
+    "repack": "_maintain",
+    "revert": "_refs",
+    "show": "_inspect",
+    "squash": "_history",
+    "tag": "_refs",
+    "verify": "_verify",
+}
+
+
 class _Group(click.Group):
-    """A command group that turns library and OS errors into one-line messages."""
+    """A command group that turns library and OS errors into one-line messages, and
+    imports a command's module when the command is asked for."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"h5vc.cli.{module}")
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(COMMAND_MODULES.values())):
+            importlib.import_module(f"h5vc.cli.{module}")
+        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -74,8 +111,23 @@ class _Group(click.Group):
             raise error from err
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: the installed version, looked up only when asked for (reading
+    the package's metadata costs 40-60 ms of every command's start)."""
+    if value and not ctx.resilient_parsing:
+        click.echo(f"h5vc {h5vc.__version__}")
+        ctx.exit()
+
+
 @click.group(cls=_Group, context_settings=CONTEXT_SETTINGS)
-@click.version_option(h5vc.__version__, prog_name="h5vc", message="%(prog)s %(version)s")
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 def cli() -> None:
     """Inspect and maintain versioned HDF5 files.
 
@@ -125,6 +177,8 @@ def _json_default(value: Any) -> Any:
 
 def stdout_console() -> Console:
     """A rich console on stdout; as wide as the terminal, or 120 columns when piped."""
+    from rich.console import Console
+
     file = sys.stdout
     if file.isatty():
         return Console(file=file)
@@ -138,6 +192,9 @@ def print_table(
     (quick for thousands of rows, and easy to pipe)."""
     file = sys.stdout
     if file.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
         table = Table(title=title)
         for column in columns:
             table.add_column(column, justify="right" if column in right else "left")
@@ -179,6 +236,9 @@ def progress(
     if quiet or not _interactive():
         yield _ignore
         return
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}")]
     if total is not None:
         columns += [BarColumn(), TextColumn("{task.percentage:>3.0f}%")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.tree import Tree
 
 from h5vc.api import VersionedHDF5File
 from h5vc.cli._app import (
@@ -183,6 +182,8 @@ def show(file: str, version: str | None, as_json: bool) -> None:
     console = stdout_console()
     console.print(format_log([info]), markup=False, highlight=False)
     total = sum(node.new_bytes or 0 for node in nodes)
+    from rich.tree import Tree  # loaded by the first tree drawn
+
     tree = Tree(f"/  ({human_size(total)} first stored by {name})")
     branches = {"": tree}
     for node in nodes[1:]:
