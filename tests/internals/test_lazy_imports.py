@@ -58,6 +58,7 @@ HEAVY_MODULES = {
     "fsspec",
     "xarray",
     "dask",
+    "numpy.ma",  # np.unique's first call imports it: 20-40 ms
 }
 
 READ = """\
@@ -182,3 +183,32 @@ def test_a_missing_lazy_name_is_an_attribute_error(package: str) -> None:
         module.missing  # noqa: B018
     with pytest.raises(ImportError, match="cannot import name 'missing'"):
         exec(f"from {package} import missing")
+
+
+def test_a_first_read_of_an_edited_version_loads_no_masked_arrays(tmp_path: Path) -> None:
+    """A version of merged runs (mappings of several blocks, paired up from the file's
+    bytes) is read without numpy.ma, which ``np.unique``'s first call imports."""
+    path = tmp_path / "edited.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as group:
+            group.create_dataset("x", data=np.arange(10_000, dtype="f8"), chunks=(1024,))
+        for number, chunk in enumerate((2, 4, 6, 8), 2):
+            with vf.stage_version(f"v{number}") as group:
+                group["x"][chunk * 1024 + 5] = -number
+    code = (
+        "import json, sys\n"
+        "import h5py, numpy\n"
+        "import h5vc\n"
+        f"with h5vc.open({str(path)!r}) as vf:\n"
+        "    got = vf['v5']['x'][2000:10000]\n"
+        "print(json.dumps({'got': float(got.sum()), 'ma': 'numpy.ma' in sys.modules}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    expected = np.arange(10_000, dtype="f8")
+    for number, chunk in enumerate((2, 4, 6, 8), 2):
+        expected[chunk * 1024 + 5] = -number
+    assert report["got"] == float(expected[2000:10000].sum())
+    assert not report["ma"]

@@ -49,7 +49,7 @@ from h5vc.hdf5.header import (
 )
 from h5vc.hdf5.mappings import Mappings, StoredVirtual, decode_mappings, stored_dims
 from h5vc.store import planner
-from h5vc.store.chunkmap import ChunkMap
+from h5vc.store.chunkmap import ChunkMap, unique_sorted
 
 if TYPE_CHECKING:
     from h5vc.staging import StagedChangesArray
@@ -964,7 +964,9 @@ def _paired(mappings: Mappings, ndim: int) -> tuple[np.ndarray, np.ndarray] | No
         s_width = s_lead[:, 1, 1:] - s_lead[:, 0, 1:]
         if (v_width[v_counts.cumsum() - v_counts] != s_width[s_counts.cumsum() - s_counts]).any():
             return None
-    starts = np.union1d(v_ends - (v_blocks[:, 1, 0] - v_blocks[:, 0, 0] + 1), s_ends[:-1])
+    starts = unique_sorted(
+        np.concatenate((v_ends - (v_blocks[:, 1, 0] - v_blocks[:, 0, 0] + 1), s_ends[:-1]))
+    )
     stops = np.append(starts[1:], v_ends[-1])
     pieces = []
     for blocks, ends in ((v_blocks, v_ends), (s_blocks, s_ends)):
