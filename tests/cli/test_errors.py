@@ -116,3 +116,22 @@ def test_a_command_starts_without_the_others_modules():
     assert "h5vc.cli._inspect" in loaded
     for other in ("h5vc.cli._demo", "h5vc.cli._refs", "h5vc.cli._verify", "h5vc.cli._history"):
         assert other not in loaded
+
+
+def test_every_command_is_listed_with_its_module():
+    """``COMMAND_MODULES`` names every command of the CLI's modules, each with the
+    module that defines it (a command left out would never be found)."""
+    import importlib
+    import pkgutil
+
+    import h5vc.cli
+    from h5vc.cli._app import COMMAND_MODULES
+
+    for info in pkgutil.iter_modules(h5vc.cli.__path__):
+        importlib.import_module(f"h5vc.cli.{info.name}")
+    defined = {
+        name: command.callback.__module__.rsplit(".", 1)[1]
+        for name, command in cli.commands.items()
+        if command.callback is not None
+    }
+    assert defined == COMMAND_MODULES
