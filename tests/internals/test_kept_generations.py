@@ -9,37 +9,18 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from stamps import opened, settle
 
 import h5vc
 from h5vc.durable.files import ReadLock
 from h5vc.store import refattrs
 from h5vc.versions import reading
 from h5vc.wrappers import dataset as dataset_views
-
-
-def _settle() -> None:
-    """Let the file's times grow older than a clock tick (a stamp names the bytes)."""
-    time.sleep(0.06)
-
-
-@contextmanager
-def opened(path: Path, way: str) -> Iterator[h5vc.VersionedHDF5File]:
-    if way == "open":
-        with h5vc.open(path) as vf:
-            yield vf
-        return
-    with h5py.File(path, "r") as f:
-        vf = h5vc.VersionedHDF5File(f)
-        try:
-            yield vf
-        finally:
-            vf.close()
 
 
 def _make(path: Path, versions: int = 3) -> None:
@@ -50,7 +31,7 @@ def _make(path: Path, versions: int = 3) -> None:
                     g.create_dataset("x", data=np.arange(10.0), chunks=(4,))
                 else:
                     g["x"][n] = -n
-    _settle()
+    settle()
 
 
 def _count_ref_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -104,7 +85,7 @@ def test_every_change_between_opens_is_seen(tmp_path: Path, way: str) -> None:
         with writer.stage_version("v3") as g:
             g["x"][0] = 30
         writer.create_tag("t", "v1")
-    _settle()
+    settle()
     with opened(path, way) as vf:
         assert vf["v3"]["x"][:3].tolist() == [30.0, -1.0, -2.0]
         assert vf["t"]["x"][:3].tolist() == [0.0, -1.0, 2.0]
@@ -112,7 +93,7 @@ def test_every_change_between_opens_is_seen(tmp_path: Path, way: str) -> None:
     with h5vc.open(path, "a") as writer:
         writer.delete_tag("t")
         h5vc.delete_versions(writer, ["v2"])
-    _settle()
+    settle()
     with opened(path, way) as vf:
         assert "v2" not in vf
         with pytest.raises(h5vc.VersionNotFoundError):
@@ -130,7 +111,7 @@ def test_a_write_by_plain_h5py_between_opens_is_seen(tmp_path: Path) -> None:
     with h5py.File(path, "r+") as f:  # the same size: only the bytes of a chunk change
         raw = f["_version_data/x/raw_data"]
         raw[: raw.shape[0]] = raw[:] + 100
-    _settle()
+    settle()
     with h5vc.open(path) as vf:
         assert vf["v2"]["x"][:4].tolist() == [100.0, 99.0, 98.0, 103.0]
 
@@ -149,7 +130,7 @@ def test_no_stamp_names_the_bytes_right_after_a_write(tmp_path: Path) -> None:
         os.utime(path)  # a write now: within the tick, a stamp could hide the next one
         with lock:
             assert lock.content_key is None
-        _settle()
+        settle()
         with lock:
             assert lock.content_key not in (None, settled)
     finally:
@@ -164,14 +145,14 @@ def test_no_stamp_names_the_bytes_of_a_file_of_coarse_times(tmp_path: Path) -> N
     _make(path)
     second = (time.time_ns() // 1_000_000_000 - 10) * 1_000_000_000
     os.utime(path, ns=(second, second))
-    _settle()
+    settle()
     lock = ReadLock(path)
     try:
         with lock:
             assert lock.content_key is None
             assert lock.quiet is None
         os.utime(path, ns=(second + 123_457, second + 123_457))
-        _settle()
+        settle()
         with lock:
             assert lock.content_key is not None
             assert lock.quiet is not None
@@ -201,7 +182,7 @@ def test_versioned_roots_of_one_file_are_kept_apart(tmp_path: Path, way: str) ->
                     g["x"] = np.full(3, n)
             vf.create_tag(f"tag_{name}", versions[0])
             vf.close()
-    _settle()
+    settle()
     for _ in range(2):
         with h5py.File(path, "r") as f:
             a = h5vc.VersionedHDF5File(f["a"])
@@ -226,7 +207,7 @@ def test_a_version_found_in_kept_bytes_opens_its_group_when_used(tmp_path: Path,
                 g.attrs["n"] = n
                 g.require_group("s")["y"] = np.full(4, n)
                 g["x"] = np.arange(3) + n
-    _settle()
+    settle()
     with opened(path, way) as vf:
         assert [vf[f"v{n}"]["x"][0] for n in range(3)] == [0, 1, 2]
     with opened(path, way) as vf:

@@ -196,16 +196,7 @@ def _same_mappings(found: Mappings, expected: Mappings) -> None:
 
 
 def _write_raw_and_vds(path, chunk_map: ChunkMap, n_slots: int, merge: bool) -> None:
-    chunks = chunk_map.chunks
-    with h5py.File(path, "w") as f:
-        raw_data = f.create_dataset(
-            "raw",
-            shape=(n_slots * chunks[0], *chunks[1:]),
-            maxshape=(None, *chunks[1:]),
-            chunks=chunks,
-            dtype="i8",
-        )
-        create_virtual_dataset(f, "v", raw_data, chunk_map, fillvalue=-1, merge=merge)
+    _vds_file(path, chunk_map, n_slots, merge, -1, "i8")
 
 
 @settings(max_examples=80, deadline=None)
@@ -336,7 +327,7 @@ def test_mappings_kept_for_the_next_virtual_dataset_map_the_same(
     extents its own), in both HDF5's and the file's view of the mappings."""
     from h5vc.store import vds
 
-    monkeypatch.setattr(vds, "_plist_frame", lambda fill, key: None)
+    _without_frames(monkeypatch)
     maps = _appended_maps(rows=3, chunk_rows=4, steps=40)
     added: list[int] = []
     real_add = vds._Blocks.add_mappings

@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import h5py
 import numpy as np
 import pytest
+from stamps import opened, settle
 
 import h5vc
 from h5vc import config
@@ -34,25 +32,6 @@ def _reads_as_in_use(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     reading.forget_generations()
     yield
     reading.forget_generations()
-
-
-def _settle() -> None:
-    """Let the file's times grow older than a clock tick (a stamp names the bytes)."""
-    time.sleep(0.06)
-
-
-@contextmanager
-def opened(path: Path, way: str) -> Iterator[h5vc.VersionedHDF5File]:
-    if way == "open":
-        with h5vc.open(path) as vf:
-            yield vf
-        return
-    with h5py.File(path, "r") as f:
-        vf = h5vc.VersionedHDF5File(f)
-        try:
-            yield vf
-        finally:
-            vf.close()
 
 
 def _make(path: Path, versions: int = 3) -> None:
@@ -97,7 +76,7 @@ def test_a_handle_of_a_fresh_file_takes_what_later_handles_read(
     with opened(path, way) as vf:
         guard = vf.file_state.guard
         assert guard is not None and guard.kept is None  # opened within a clock tick
-        _settle()
+        settle()
         _read_by_another_handle(path)
         kept = _kept(path)
         ref_reads: list[int] = []
@@ -175,15 +154,15 @@ def test_a_write_after_the_handle_took_what_others_read_is_seen(
     with opened(path, way) as vf:
         guard = vf.file_state.guard
         assert guard is not None and guard.kept is None
-        _settle()
+        settle()
         _read_by_another_handle(path)
         assert vf["v2"]["x"][:, 0].tolist() == _column(3)
         assert vf.tags == {"t": "v1"}
         assert guard.kept is not None
-        _settle()  # the write lands in a later clock tick than the file's times
+        settle()  # the write lands in a later clock tick than the file's times
         _write(path, writer)
         _check(vf, writer)  # the file changed: read anew, right after the write
-        _settle()
+        settle()
         with h5vc.open(path) as other:  # what is kept of the new bytes
             _check(other, writer)
         _check(vf, writer)
@@ -200,7 +179,7 @@ def test_a_handle_of_a_fresh_file_read_by_no_other_keeps_its_own(tmp_path: Path,
     _make(path)
     with opened(path, way) as vf:
         assert vf["v2"]["x"][:, 0].tolist() == _column(3)
-        _settle()
+        settle()
         assert vf["v1"]["x"][:, 0].tolist() == _column(2)
         assert vf.file_state.guard.kept is None
         assert not reading._GENERATIONS
