@@ -493,7 +493,7 @@ class RawDataStore:
         kept = self.recent.get(slot)
         if kept is not None and len(kept) >= shape[0]:
             return kept[cut]
-        if fd is None or not self._writes_raw_bytes(np.empty((0,), dtype=self.dtype)):
+        if fd is None or not self._stores_raw():
             return None
         start = (slot * self.chunks[0],) + (0,) * (len(shape) - 1)
         try:
@@ -720,13 +720,19 @@ class RawDataStore:
         of raw_data's own numeric type."""
         if not data.flags.c_contiguous or data.dtype.kind not in "biufc":
             return False
+        return self._stores_raw() and data.dtype == self.dtype
+
+    def _stores_raw(self) -> bool:
+        """Whether raw_data stores a chunk as its bytes in memory: no filters, and its
+        file type is its numeric dtype's own."""
         if self._stores_raw_bytes is None:
             dataset_id = self.raw_data.id
             self._stores_raw_bytes = bool(
-                dataset_id.get_create_plist().get_nfilters() == 0
+                self.dtype.kind in "biufc"
+                and dataset_id.get_create_plist().get_nfilters() == 0
                 and h5py.h5t.py_create(self.dtype) == dataset_id.get_type()
             )
-        return self._stores_raw_bytes and data.dtype == self.dtype
+        return self._stores_raw_bytes
 
     def _write_unwritten(self) -> None:
         """Store the oldest batch of encoded chunks still unwritten."""
