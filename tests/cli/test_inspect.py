@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import h5py
 import numpy as np
@@ -114,6 +116,24 @@ def test_du_counts_logical_stored_and_shared_bytes(run, history):
     assert usage["file_bytes"] == history.stat().st_size
     text = run("du", history).output
     assert "per version" in text and "/g/y" in text
+
+
+def test_du_of_a_file_without_columns_loads_no_sample_store(history):
+    """``h5vc du`` loads the columns' and sample stores' modules (and hdf5plugin, and
+    the diff) only for a file that has a column: a tenth of the command's time."""
+    code = (
+        "import sys\n"
+        "from h5vc.cli import main\n"
+        f"code = main(['du', {str(history)!r}, '--json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('h5vc.', 'hdf5plugin'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    usage = json.loads(out.stdout.split("\n[")[0])
+    assert {row["version"] for row in usage["versions"]} == {"v1", "v2", "v3", "b1"}
+    loaded = out.stdout.strip().splitlines()[-1]
+    assert "h5vc.cli._stats" in loaded
+    for heavy in ("h5vc.samples", "h5vc.columns.column", "hdf5plugin", "h5vc.lifecycle.diff"):
+        assert f"'{heavy}'" not in loaded
 
 
 @pytest.mark.parametrize("verb", ["log", "show", "du"])

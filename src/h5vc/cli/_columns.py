@@ -20,7 +20,7 @@ import numpy as np
 from h5vc.columns import SampleSlots, column_schema
 from h5vc.columns.schema import ATTR_COLUMN, ColumnSchema
 from h5vc.columns.storage import slots_of
-from h5vc.columns.table import KEYS, RECORDS
+from h5vc.columns.table import RECORDS
 from h5vc.versions import FileState
 
 __all__ = [
@@ -34,8 +34,6 @@ __all__ = [
 
 #: Keys of a column shown per kind of change by ``h5vc diff`` (the JSON has them all).
 SHOWN_KEYS = 5
-#: The datasets of a column's table.
-TABLE = (KEYS, RECORDS)
 
 
 def is_column(group: h5py.Group) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,15 +17,16 @@ from h5vc.cli._app import (
     progress,
     stdout_console,
 )
-from h5vc.cli._columns import format_keys, json_key
 from h5vc.cli._graph import graph_rows
 from h5vc.cli._stats import disk_usage, version_tree
 from h5vc.errors import VersionNotFoundError
 from h5vc.lifecycle import format_log
-from h5vc.lifecycle.diff import VersionDiff
 from h5vc.lifecycle.history import log_blocks
 from h5vc.store import layout
 from h5vc.versions import VersionInfo, format_timestamp
+
+if TYPE_CHECKING:  # loaded by ``diff`` only: it loads the columns and the staging
+    from h5vc.lifecycle.diff import VersionDiff
 
 __all__ = ["diff", "du", "human_size", "log", "parents_of", "show"]
 
@@ -226,6 +227,8 @@ def describe_diff(result: VersionDiff) -> str:
 
 
 def _key_lines(change: Any) -> list[str]:
+    from h5vc.cli._columns import format_keys
+
     return [
         f"      {kind}: {format_keys(list(getattr(change, kind)))}"
         for kind in COLUMN_CHANGES
@@ -234,6 +237,8 @@ def _key_lines(change: Any) -> list[str]:
 
 
 def diff_dict(result: VersionDiff) -> dict[str, Any]:
+    from h5vc.cli._columns import json_key
+
     out: dict[str, Any] = {"version1": result.version1, "version2": result.version2}
     out["columns"] = [
         {
@@ -243,7 +248,7 @@ def diff_dict(result: VersionDiff) -> dict[str, Any]:
         }
         for path, change in column_changes(result).items()
     ]
-    for name in VersionDiff.__dataclass_fields__:
+    for name in type(result).__dataclass_fields__:
         if name in out:
             continue
         value = getattr(result, name)

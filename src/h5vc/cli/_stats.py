@@ -14,21 +14,13 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
 from h5vc.api import VersionedHDF5File
-from h5vc.cli._columns import (
-    TABLE,
-    ColumnObject,
-    SampleSizes,
-    column_object,
-    is_column,
-    new_sample_bytes,
-    sample_usage,
-)
+from h5vc.columns.table import RECORDS, TABLE
 from h5vc.errors import CorruptDataError
 from h5vc.hdf5.damage import damaged
 from h5vc.hdf5.filebytes import (
@@ -46,6 +38,9 @@ from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
 from h5vc.store.tree import find
 from h5vc.versions import FileState, dataset_chunks, object_address
+
+if TYPE_CHECKING:  # the columns' modules are loaded when a column is met
+    from h5vc.cli._columns import ColumnObject, SampleSizes
 
 __all__ = ["DatasetUsage", "TreeNode", "Usage", "disk_usage", "version_tree"]
 
@@ -96,6 +91,8 @@ def _user_attrs(obj: h5py.HLObject, hidden: frozenset[str]) -> list[str]:
 def _members(group: h5py.Group, prefix: str = "") -> Iterator[tuple[str, h5py.HLObject]]:
     """Every group and dataset below ``group``, by name, depth first; a column's
     group without its table."""
+    from h5vc.cli._columns import is_column
+
     for name in sorted(group):
         obj = group[name]
         path = f"{prefix}{name}"
@@ -135,6 +132,8 @@ def version_tree(vf: VersionedHDF5File, version: str, parents: list[str]) -> lis
     its slot at the same path; a dataset that is the same object as in a parent
     (unchanged, hard-linked) stored nothing.
     """
+    from h5vc.cli._columns import SampleSizes, is_column
+
     state = vf.file_state
     root = state.versions[version]
     slot_size = _SlotSizes(state)
@@ -171,6 +170,8 @@ def _column_node(
 ) -> TreeNode:
     """A column of ``version``: its schema, key count and the bytes it first stored
     (table chunks and samples none of ``parents`` uses at ``path``)."""
+    from h5vc.cli._columns import column_object, new_sample_bytes
+
     column = column_object(group, path)
     assert column is not None  # is_column(group)
     schema = column.schema
@@ -431,7 +432,7 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
                     store_runs = per_store[obj.path, key] = _StoreRuns()
                 store_runs.add(obj, runs)
             advance(1)
-            if obj.path.rpartition("/")[2] == TABLE[1]:
+            if obj.path.rpartition("/")[2] == RECORDS:
                 _note_column(state, obj, columns)
         for (path, key), store_runs in list(per_store.items()):
             # Objects whose blocks are not whole slots, or hold a chunk twice: read
@@ -446,7 +447,8 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
                     per_store.setdefault((path, found[1]), _StoreRuns()).add(obj, found[2])
         for (path, key), store_runs in per_store.items():
             _count_store(usage, path, store_runs, slot_size(key))
-        _fold_columns(usage, columns, SampleSizes(state))
+        if columns:
+            _fold_columns(usage, columns, state)
     return usage
 
 
@@ -713,6 +715,8 @@ class _Blocks:
 
 def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
     """If ``obj`` is the records dataset of a column, note the column it belongs to."""
+    from h5vc.cli._columns import column_object
+
     parent = obj.path.rpartition("/")[0]
     if not parent:
         return
@@ -725,11 +729,12 @@ def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnO
         columns.setdefault(parent, []).append(column)
 
 
-def _fold_columns(
-    usage: Usage, columns: dict[str, list[ColumnObject]], sample_size: SampleSizes
-) -> None:
+def _fold_columns(usage: Usage, columns: dict[str, list[ColumnObject]], state: FileState) -> None:
     """Replace each column's table datasets by one entry for the column, its samples
     added; add the samples to each version's row."""
+    from h5vc.cli._columns import SampleSizes, sample_usage
+
+    sample_size = SampleSizes(state)
     objects = [column for found in columns.values() for column in found]
     samples = sample_usage(objects, sample_size)
     for path, found in columns.items():

@@ -11,16 +11,18 @@ deletions leave.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import h5py
 import numpy as np
 
-from h5vc.columns.schema import ColumnSchema
+if TYPE_CHECKING:
+    from h5vc.columns.schema import ColumnSchema
 
 __all__ = [
     "KEYS",
     "RECORDS",
+    "TABLE",
     "TABLE_CHUNK_ROWS",
     "Table",
     "decode_keys",
@@ -31,6 +33,8 @@ __all__ = [
 
 KEYS = "keys"
 RECORDS = "records"
+#: The datasets of a column's table.
+TABLE = (KEYS, RECORDS)
 #: Rows per chunk of the keys and records datasets.
 TABLE_CHUNK_ROWS = 1024
 
