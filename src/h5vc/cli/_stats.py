@@ -406,7 +406,7 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     slots have their own size and are shared with no slot of the first store)."""
     state = vf.file_state
     with state.reading():
-        names = state.log.names()
+        names = state.log.names_by_time()
         usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
         usage.versions = {
             name: dict(logical_bytes=0, stored_bytes=0, shared_bytes=0) for name in names

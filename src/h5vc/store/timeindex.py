@@ -40,6 +40,7 @@ __all__ = [
     "IndexAppender",
     "LogEntry",
     "read_log",
+    "read_names",
     "append_entry",
     "entry_count",
     "has_index",
@@ -144,6 +145,18 @@ def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
 
     entries = json.loads("[" + ",".join(rows) + "]")  # one parse, not one per version
     return list(zip(stamps, names.tolist(), entries))
+
+
+def read_names(version_data: h5py.Group) -> list[str] | None:
+    """The names :func:`read_log` lists, in its order, without the timestamps and log
+    entries (the names column's bytes decoded at once); None where it returns None."""
+    group = _index(version_data)
+    if group is None or LOG not in group:
+        return None
+    names = group[NAMES]
+    if not len(group[TIMESTAMPS]) == len(names) == len(group[LOG]):
+        return None
+    return [name.decode() for name in names[()].tolist()]
 
 
 def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | None:

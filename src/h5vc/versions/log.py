@@ -223,6 +223,19 @@ class VersionLog:
         """Committed version names, oldest first."""
         return [name for _, name in self._load_all()]
 
+    def names_by_time(self) -> list[str]:
+        """:meth:`names` without reading the versions' metadata where the persisted
+        index lists them all (its names column alone: no log entries decoded); the
+        metadata read later is read then."""
+        if self._by_time is None and self._version_data is not None:
+            filename = str(self._group.file.filename)
+            with damaged(filename, f"The versions group {self._group.name}"):
+                if self._index_usable():
+                    found = timeindex.read_names(self._version_data)
+                    if found is not None:
+                        return list(dict.fromkeys(found))  # as names(): each once
+        return self.names()
+
     def info(self, name: str) -> VersionInfo:
         info = self._infos.get(name)
         if info is None:

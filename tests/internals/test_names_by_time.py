@@ -1,0 +1,96 @@
+"""VersionLog.names_by_time: the names of names(), from the index's names column alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+import h5vc
+from h5vc.store import timeindex
+from h5vc.versions import VersionLog
+
+
+def _write(path: Path) -> None:
+    """v1, b1 off v1 (not current), v2, v3: a history whose time order is not the
+    order of its names."""
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as g:
+            g.create_dataset("x", data=np.arange(20), chunks=(5,))
+        with vf.stage_version("b1", prev_version="v1", make_current=False) as g:
+            g["x"][0] = 7
+        with vf.stage_version("v2") as g:
+            g["x"][5] = 1
+        with vf.stage_version("a3") as g:
+            g["x"][10] = 2
+
+
+def _names(path: Path) -> tuple[list[str], list[str]]:
+    """(names_by_time(), names()) of fresh handles on ``path``."""
+    with h5vc.open(str(path)) as vf:
+        fast = vf.file_state.log.names_by_time()
+    with h5vc.open(str(path)) as vf:
+        return fast, vf.file_state.log.names()
+
+
+def test_names_by_time_reads_no_log_entry(tmp_path, monkeypatch):
+    path = tmp_path / "f.h5"
+    _write(path)
+    expected = _names(path)[1]
+    assert expected == ["v1", "b1", "v2", "a3"]
+
+    def fail(*args: object) -> None:
+        raise AssertionError("read the log column")
+
+    monkeypatch.setattr(timeindex, "read_log", fail)
+    monkeypatch.setattr(VersionLog, "_read", fail)
+    with h5vc.open(str(path)) as vf:
+        assert vf.file_state.log.names_by_time() == expected
+
+
+def test_names_by_time_after_a_listing_is_the_listing(tmp_path):
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5vc.open(str(path)) as vf:
+        log = vf.file_state.log
+        listed = log.names()
+        assert log.names_by_time() == listed
+
+
+@pytest.mark.parametrize("change", ["no log column", "index one short", "no index"])
+def test_names_by_time_without_a_usable_index_scans_as_names(tmp_path, change):
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5py.File(path, "r+") as f:
+        index = f[timeindex.INDEX_NAME]
+        if change == "no log column":
+            del index[timeindex.LOG]
+        elif change == "index one short":
+            for column in (timeindex.TIMESTAMPS, timeindex.NAMES, timeindex.LOG):
+                index[column].resize((3,))
+        else:
+            del f[timeindex.INDEX_NAME]
+    fast, listed = _names(path)
+    assert fast == listed == ["v1", "b1", "v2", "a3"]
+
+
+def test_read_names_is_the_names_of_read_log(tmp_path):
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5py.File(path, "r") as f:
+        version_data = f["_version_data"]
+        logged = timeindex.read_log(version_data)
+        assert logged is not None
+        assert timeindex.read_names(version_data) == [name for _, name, _ in logged]
+
+
+def test_read_names_of_columns_of_different_lengths_is_none(tmp_path):
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5py.File(path, "r+") as f:
+        f[timeindex.INDEX_NAME][timeindex.LOG].resize((2,))
+    with h5py.File(path, "r") as f:
+        assert timeindex.read_log(f["_version_data"]) is None
+        assert timeindex.read_names(f["_version_data"]) is None
