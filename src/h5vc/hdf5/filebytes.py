@@ -162,8 +162,11 @@ class FileBytes:
         self._symbol = struct.Struct(f"<{length}{addr}I")  # a symbol table entry's start
         self._global = struct.Struct(f"<H6x{length}")  # a global heap object's start
         self._dims: dict[tuple[int, int], struct.Struct] = {}
-        #: Global heap collections read: address -> {object index: (offset, length)}.
-        self._collections: dict[int, dict[int, tuple[int, int]]] = {}
+        #: Global heap collections read: address -> {object index: (offset, length)}
+        #: (or the same, read at once by :func:`_heap_objects`).
+        self._collections: dict[int, dict[int, tuple[int, int]] | _HeapCollection] = {}
+        #: Collections walked at once (:func:`_heap_objects`), not in ``_collections``.
+        self._walked: list[_WalkedHeaps] = []
 
     @classmethod
     def of(cls, file: h5py.File) -> FileBytes | None:
@@ -501,13 +504,22 @@ class FileBytes:
         try:
             objects = self._collections.get(address)
             if objects is None:
-                objects = self._collections[address] = self._collection(address)
+                objects = self._walked_collection(address) or self._collection(address)
+                self._collections[address] = objects
         except Unreadable:
             return None
         where = objects.get(index)
         if where is None:
             return None
         return self.map[where[0] : where[0] + where[1]]
+
+    def _walked_collection(self, address: int) -> _HeapCollection | None:
+        """The collection at ``address`` as :func:`_heap_objects` walked it, if it did."""
+        for walked in self._walked:
+            found = walked.collection(address)
+            if found is not None:
+                return found
+        return None
 
     def decode_mappings(self, blob: bytes, ndim: int) -> Mappings | None:
         """The mappings of the mapping list ``blob`` of a virtual dataset of rank
@@ -1015,23 +1027,8 @@ def many_mappings(
     datasets of rank ``rank``, read at once where a list is of version 0 and every
     mapping reads one block of the same source into one block."""
     n = len(heap)
-    ok = np.ones(n, dtype=bool)
-    starts = np.zeros(n, dtype=np.int64)
-    sizes = np.zeros(n, dtype=np.int64)
-    collections = file_bytes._collections
-    for address in np.unique(heap).tolist():
-        if address not in collections:
-            try:
-                collections[address] = file_bytes._collection(address)
-            except Unreadable:
-                collections[address] = {}
-    for i, (address, number) in enumerate(zip(heap.tolist(), index.tolist())):
-        where = collections[address].get(number)
-        if where is None:
-            ok[i] = False
-        else:
-            starts[i], sizes[i] = where
     rows = _Rows(file_bytes)
+    ok, starts, sizes = _heap_objects(file_bytes, rows, heap, index)
     head = rows.offsets(starts, 9 + _NAMES_WINDOW, ok)
     count = _field(head, 1, 8)
     ok &= (head[:, 0] == 0) & (count >= 1) & (count <= np.uint64(1 << 32))
@@ -1099,3 +1096,165 @@ def many_mappings(
         source=np.concatenate(sources).astype(np.int64)[order],
         virtual=np.concatenate(virtuals).astype(np.int64)[order],
     )
+
+
+#: Objects of a global heap collection walked at once (a collection holding more is
+#: read one by one, by :meth:`FileBytes._collection`).
+_MANY_HEAP_OBJECTS = 64
+
+
+class _HeapCollection:
+    """The objects of one global heap collection walked by :func:`_heap_objects`, as
+    :meth:`FileBytes._collection` lists them (by index, the last of an index kept)."""
+
+    __slots__ = ("_found", "_numbers", "_sizes", "_starts")
+
+    def __init__(self, numbers: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        self._numbers, self._starts, self._sizes = numbers, starts, sizes
+        self._found: dict[int, tuple[int, int]] | None = None
+
+    def get(self, number: int) -> tuple[int, int] | None:
+        found = self._found
+        if found is None:
+            found = self._found = dict(
+                zip(self._numbers.tolist(), zip(self._starts.tolist(), self._sizes.tolist()))
+            )
+        return found.get(number)
+
+
+class _WalkedHeaps:
+    """Global heap collections walked at once: their addresses (sorted), and their
+    objects (index, offset in the map, length), by collection in file order
+    (collection ``k``'s are rows ``bounds[k]:bounds[k + 1]``)."""
+
+    __slots__ = ("addresses", "bounds", "lengths", "numbers", "starts")
+
+    def __init__(
+        self,
+        addresses: np.ndarray,
+        bounds: np.ndarray,
+        numbers: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+    ) -> None:
+        self.addresses, self.bounds = addresses, bounds
+        self.numbers, self.starts, self.lengths = numbers, starts, lengths
+
+    def collection(self, address: int) -> _HeapCollection | None:
+        k = int(np.searchsorted(self.addresses, address))
+        if k == len(self.addresses) or int(self.addresses[k]) != address:
+            return None
+        a, b = self.bounds[k], self.bounds[k + 1]
+        return _HeapCollection(self.numbers[a:b], self.starts[a:b], self.lengths[a:b])
+
+
+def _words(file_bytes: FileBytes) -> np.ndarray:
+    """The map as the little-endian 8-byte words at every byte offset (element ``i``
+    is the word at offset ``i``)."""
+    return np.ndarray(
+        shape=(max(len(file_bytes.map) - 7, 0),),
+        dtype="<u8",
+        buffer=file_bytes.map,
+        strides=(1,),
+    )
+
+
+def _heap_objects(
+    file_bytes: FileBytes, rows: _Rows, heap: np.ndarray, index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the global heap objects ``(heap[i], index[i])`` are (offset in the map and
+    length), and which were found: the collections are walked at once, object by
+    object (up to :data:`_MANY_HEAP_OBJECTS` each; the rest one by one, as
+    :meth:`FileBytes._collection` walks them); ``file_bytes`` keeps them."""
+    n = len(heap)
+    ok = np.zeros(n, dtype=bool)
+    starts = np.zeros(n, dtype=np.int64)
+    sizes = np.zeros(n, dtype=np.int64)
+    if not n:
+        return ok, starts, sizes
+    heap = np.asarray(heap, dtype=np.uint64)
+    addresses, which = np.unique(heap, return_inverse=True)
+    which = which.ravel()
+    m = len(addresses)
+    readable = np.ones(m, dtype=bool)
+    if _plain_sizes(file_bytes) and len(file_bytes.map) >= 16:
+        head = rows.at(addresses, 16, readable)  # "GCOL", version, reserved, size
+        size = _field(head, 8, 8)
+        size_of_file = np.uint64(file_bytes.size)
+        readable &= (
+            _is(head, b"GCOL")
+            & (size >= np.uint64(16))
+            & (size <= np.uint64(_MAX_BLOCK))
+            & (size <= size_of_file - np.minimum(addresses, size_of_file))
+        )
+    else:  # left to FileBytes._collection
+        readable[:] = False
+        size = np.zeros(m, dtype=np.uint64)
+    walk = np.flatnonzero(readable)
+    first = addresses[walk].astype(np.int64) + file_bytes.base
+    end = first + size[walk].astype(np.int64)
+    pos, last = first + 16, end - 16  # an object's start; the last one it may be at
+    words = _words(file_bytes)
+    keep = pos <= last
+    walk, pos, end = walk[keep], pos[keep], end[keep]
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    for _ in range(_MANY_HEAP_OBJECTS):
+        if not len(walk):
+            break
+        number = words[pos] & np.uint64(0xFFFF)
+        length = words[pos + 8]
+        body = pos + 16
+        going = number != 0  # index 0: the free space, which closes the collection
+        over = going & (length > (end - body).astype(np.uint64))
+        readable[walk[over]] = False  # an object overrunning its collection
+        going &= ~over
+        walk, end, body, length = (
+            walk[going],
+            end[going],
+            body[going],
+            length[going].astype(np.int64),
+        )
+        found.append((walk, number[going].astype(np.int64), body, length))
+        pos = body + ((length + 7) & ~7)
+        keep = pos <= end - 16
+        walk, pos, end = walk[keep], pos[keep], end[keep]
+    left = np.zeros(m, dtype=bool)
+    left[walk] = True  # collections of more objects than walked at once
+    collections = file_bytes._collections
+    for address in addresses[left | ~readable].tolist():
+        if address not in collections:
+            try:
+                collections[address] = file_bytes._collection(address)
+            except Unreadable:
+                collections[address] = {}
+    done = readable & ~left
+    if found:
+        owner = np.concatenate([f[0] for f in found])
+        number = np.concatenate([f[1] for f in found])
+        body = np.concatenate([f[2] for f in found])
+        length = np.concatenate([f[3] for f in found])
+        keep = done[owner]
+        owner, number, body, length = owner[keep], number[keep], body[keep], length[keep]
+        order = np.argsort(owner, kind="stable")  # by collection, then in the file
+        owner, number, body, length = owner[order], number[order], body[order], length[order]
+        walked = np.flatnonzero(done)
+        bounds = np.searchsorted(owner, np.arange(m + 1))[np.r_[walked, m]]
+        bounds[-1] = len(owner)
+        file_bytes._walked.append(_WalkedHeaps(addresses[walked], bounds, number, body, length))
+        # Each row's object: the last of its index in its collection, as a dict keeps.
+        key = owner * (1 << 32) + number
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        wanted = which.astype(np.int64) * (1 << 32) + np.asarray(index, dtype=np.int64)
+        hit = np.searchsorted(key, wanted, side="right") - 1
+        match = (hit >= 0) & done[which]
+        match[match] = key[hit[match]] == wanted[match]
+        chosen = order[hit[match]]
+        ok[match] = True
+        starts[match], sizes[match] = body[chosen], length[chosen]
+    for i in np.flatnonzero(~done[which]).tolist():  # read one by one
+        where = collections[int(heap[i])].get(int(index[i]))
+        if where is not None:
+            ok[i] = True
+            starts[i], sizes[i] = where
+    return ok, starts, sizes
