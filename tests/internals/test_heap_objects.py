@@ -101,3 +101,19 @@ def test_a_damaged_collection_finds_no_object(many, tmp_path):
         for address in (first, second):
             with pytest.raises(filebytes.Unreadable):
                 file_bytes._collection(address)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.array([5, 3, 5, 1, 3, 9], dtype=np.uint64),
+        np.zeros(0, dtype=np.int64),
+        np.frombuffer(b"bbbbaaaabbbbccccaaaa", dtype="V4"),
+    ],
+)
+def test_unique_is_numpys(values):
+    """filebytes._unique: np.unique's values and inverse (without numpy.ma)."""
+    got, inverse = filebytes._unique(values)
+    expected, expected_inverse = np.unique(values, return_inverse=True)
+    assert got.tobytes() == expected.tobytes() and got.dtype == expected.dtype
+    assert inverse.tolist() == expected_inverse.ravel().tolist()

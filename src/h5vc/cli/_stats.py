@@ -36,6 +36,7 @@ from h5vc.hdf5.filebytes import (
 from h5vc.hdf5.header import DATASPACE, DATATYPE, LAYOUT, dataspace_dims, stored_messages_at
 from h5vc.hdf5.mappings import header_mappings
 from h5vc.store import layout
+from h5vc.store.chunkmap import unique_sorted
 from h5vc.store.tree import find
 from h5vc.versions import FileState, dataset_chunks, object_address
 
@@ -122,7 +123,7 @@ class _SlotSizes:
 
 def _used(state: FileState, version: str, path: str, dataset: h5py.Dataset) -> np.ndarray:
     slots = state.chunk_maps.get(version, path, dataset).slots
-    return np.unique(slots[slots >= 0])
+    return unique_sorted(slots[slots >= 0])
 
 
 def version_tree(vf: VersionedHDF5File, version: str, parents: list[str]) -> list[TreeNode]:
@@ -643,7 +644,7 @@ def _plain_many(
     ):
         if good and not has_heap:  # no mapping: every chunk the fill value
             found[i] = (size, None, empty)
-    for rank in np.unique(picked["rank"]).tolist():
+    for rank in unique_sorted(picked["rank"]).tolist():
         chosen = np.flatnonzero(usable & picked["has_heap"] & (picked["rank"] == rank))
         if not len(chosen):
             continue
@@ -768,7 +769,7 @@ class _Runs:
 
     @classmethod
     def of_slots(cls, slots: np.ndarray) -> _Runs:
-        used = np.unique(slots[slots >= 0])
+        used = unique_sorted(slots[slots >= 0])
         if not len(used):
             return cls(used, used)
         breaks = np.flatnonzero(np.diff(used) != 1) + 1
