@@ -94,3 +94,20 @@ def test_read_names_of_columns_of_different_lengths_is_none(tmp_path):
     with h5py.File(path, "r") as f:
         assert timeindex.read_log(f["_version_data"]) is None
         assert timeindex.read_names(f["_version_data"]) is None
+
+
+def test_names_by_time_of_counted_links_does_not_count_them_again(tmp_path, monkeypatch):
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5vc.open(str(path)) as vf:
+        log = vf.file_state.log
+        links = len(vf.file_state.versions)  # the versions and __first_version__
+
+        def fail(self: h5py.Group) -> int:
+            raise AssertionError("counted the links")
+
+        monkeypatch.setattr(h5py.Group, "__len__", fail)
+        assert log.names_by_time(links) == ["v1", "b1", "v2", "a3"]
+        monkeypatch.undo()
+        # A count that disagrees with the index: the versions are scanned.
+        assert log.names_by_time(links + 1) == ["v1", "b1", "v2", "a3"]

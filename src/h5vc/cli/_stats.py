@@ -407,16 +407,16 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     slots have their own size and are shared with no slot of the first store)."""
     state = vf.file_state
     with state.reading():
-        names = state.log.names_by_time()
+        stores = _Stores(state)
+        names, objects = _read_objects(state, stores)
         usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
         usage.versions = {
             name: dict(logical_bytes=0, stored_bytes=0, shared_bytes=0) for name in names
         }
         slot_size = _SlotSizes(state)
-        stores = _Stores(state)
         per_store: dict[tuple[str, str], _StoreRuns] = {}
         columns: dict[str, list[ColumnObject]] = {}
-        for obj, found in _read_objects(state, stores, names):
+        for obj, found in objects:
             if found is None:
                 found = _read_object(state, stores, obj)
             if found is None:
@@ -465,37 +465,60 @@ def _read_object(state: FileState, stores: _Stores, obj: _Object) -> _Found | No
 
 
 def _read_objects(
-    state: FileState, stores: _Stores, names: list[str]
-) -> list[tuple[_Object, _Found | None]]:
-    """Every committed dataset object (:func:`_objects`) and what its bytes tell of
-    it, read from a file open read-only (None where they do not: the caller asks
-    :func:`_from_header` and HDF5)."""
+    state: FileState, stores: _Stores
+) -> tuple[list[str], list[tuple[_Object, _Found | None]]]:
+    """The committed versions, oldest first, and every committed dataset object
+    (:func:`_objects`) with what its bytes tell of it, read from a file open
+    read-only (None where they do not: the caller asks :func:`_from_header` and
+    HDF5)."""
     file_bytes = FileBytes.of(state.versions.file)
     if file_bytes is not None:
         with file_bytes:
             try:
-                return _objects_from_bytes(state, stores, file_bytes, names)
+                roots = _version_roots(state, file_bytes)
             except Unreadable:
-                pass  # not a tree of the plain kind: walked through HDF5
-    return [(obj, None) for obj in _objects(state, names).values()]
+                roots = None
+            if roots is not None:
+                # The links counted here need not be counted again by HDF5.
+                names = state.log.names_by_time(len(roots))
+                try:
+                    return names, _objects_from_bytes(state, stores, file_bytes, names, roots)
+                except Unreadable:
+                    pass  # not a tree of the plain kind: walked through HDF5
+    else:
+        roots = None
+    if roots is None:
+        names = state.log.names_by_time()
+    return names, [(obj, None) for obj in _objects(state, names).values()]
 
 
-def _objects_from_bytes(
-    state: FileState, stores: _Stores, file_bytes: FileBytes, names: list[str]
-) -> list[tuple[_Object, _Found | None]]:
-    """:func:`_objects` from the file's bytes, and what each dataset object's header
-    and mappings say; raises :class:`Unreadable` where the tree is not of the plain
-    kind (the caller walks it through HDF5).
-
-    The tree is read level by level: the links of the groups of one level at once
-    (:func:`many_links`), then the headers of their members at once
-    (:func:`many_datasets`); what those do not read is read one by one."""
+def _version_roots(state: FileState, file_bytes: FileBytes) -> list[tuple[str, int]]:
+    """The links of the versions group, read from the file's bytes; raises
+    :class:`Unreadable` where they are not of the plain kind."""
     versions = state.version_data.id.links.get_info(layout.VERSIONS.encode())
     if versions.type != h5py.h5l.TYPE_HARD:
         raise Unreadable("the versions group is not a hard link")
     roots = file_bytes.links(file_bytes.header(int(versions.u)))
     if roots is None:
         raise Unreadable("the versions group is not a group")
+    return roots
+
+
+def _objects_from_bytes(
+    state: FileState,
+    stores: _Stores,
+    file_bytes: FileBytes,
+    names: list[str],
+    roots: list[tuple[str, int]],
+) -> list[tuple[_Object, _Found | None]]:
+    """:func:`_objects` from the file's bytes (``roots``: the links of the versions
+    group), and what each dataset object's header and mappings say; raises
+    :class:`Unreadable` where the tree is not of the plain kind (the caller walks it
+    through HDF5).
+
+    The tree is read level by level: the links of the groups of one level at once
+    (:func:`many_links`), then the headers of their members at once
+    (:func:`many_datasets`); what those do not read is read one by one."""
     root_of = dict(roots)
     for version in names:
         if version not in root_of:

@@ -223,14 +223,15 @@ class VersionLog:
         """Committed version names, oldest first."""
         return [name for _, name in self._load_all()]
 
-    def names_by_time(self) -> list[str]:
+    def names_by_time(self, links: int | None = None) -> list[str]:
         """:meth:`names` without reading the versions' metadata where the persisted
         index lists them all (its names column alone: no log entries decoded); the
-        metadata read later is read then."""
+        metadata read later is read then.  ``links``: the number of links of the
+        versions group, where the caller counted them (else HDF5 counts them)."""
         if self._by_time is None and self._version_data is not None:
             filename = str(self._group.file.filename)
             with damaged(filename, f"The versions group {self._group.name}"):
-                if self._index_usable():
+                if self._index_usable(links):
                     found = timeindex.read_names(self._version_data)
                     if found is not None:
                         return list(dict.fromkeys(found))  # as names(): each once
@@ -291,14 +292,15 @@ class VersionLog:
     def _stamp(self, name: str) -> np.datetime64:
         return self.info(name).timestamp
 
-    def _index_usable(self) -> bool:
-        """Whether the persisted time index lists exactly the committed versions."""
+    def _index_usable(self, links: int | None = None) -> bool:
+        """Whether the persisted time index lists exactly the committed versions
+        (``links``: the versions group's links, if counted already)."""
         vd = self._version_data
         if vd is None or not timeindex.has_index(vd):
             return False
         # An index entry is appended right after a commit's marker: a process
         # stopped in between leaves one entry short, and the scan is used instead.
-        return timeindex.entry_count(vd) == len(self._group) - 1
+        return timeindex.entry_count(vd) == (len(self._group) if links is None else links) - 1
 
     def at_time(self, ts: np.datetime64, exact: bool = False) -> str:
         """The version committed at ``ts``, or the latest one before it."""
