@@ -715,14 +715,23 @@ class _Rows:
         self._windows: dict[int, np.ndarray] = {}
 
     def _window(self, width: int) -> np.ndarray:
-        """Every ``width`` consecutive bytes of the map, as rows of a view (a row
-        taken from it is one copy, not ``width`` lookups)."""
+        """Every ``width`` consecutive bytes of the map, as the elements of a view (one
+        ``width``-byte item at every offset: an element taken from it is one copy, not
+        ``width`` lookups, several times faster than a row of a sliding window)."""
         found = self._windows.get(width)
         if found is None:
-            found = self._windows[width] = np.lib.stride_tricks.sliding_window_view(
-                self.data, width
+            found = self._windows[width] = np.ndarray(
+                shape=(max(len(self.data) - width + 1, 0),),
+                dtype=f"V{width}",
+                buffer=self.data,
+                strides=(1,),
             )
         return found
+
+    def _rows(self, starts: np.ndarray, width: int) -> np.ndarray:
+        """The ``width`` bytes at each offset of ``starts`` (all inside the map), as
+        rows."""
+        return self._window(width)[starts].view(np.uint8).reshape(-1, width)
 
     def at(self, addresses: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
         """``width`` bytes at each HDF5 address (uint64); rows whose bytes run past the
@@ -732,7 +741,7 @@ class _Rows:
             return np.zeros((len(addresses), width), dtype=np.uint8)
         ok &= addresses <= np.uint64(self.size - width)
         start = np.where(ok, addresses, 0).astype(np.int64) + self.base
-        return self._window(width)[start]
+        return self._rows(start, width)
 
     def offsets(self, starts: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
         """As :meth:`at` for offsets in the map (int64)."""
@@ -740,7 +749,7 @@ class _Rows:
             ok[:] = False
             return np.zeros((len(starts), width), dtype=np.uint8)
         ok &= (starts >= 0) & (starts + width <= len(self.data))
-        return self._window(width)[np.where(ok, starts, 0)]
+        return self._rows(np.where(ok, starts, 0), width)
 
 
 def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
