@@ -453,3 +453,21 @@ def test_du_reads_groups_of_link_messages_at_once_and_one_by_one(tangled, monkey
     with h5vc.open(str(tangled)) as vf:
         one_by_one = _as_brute(vf)
     assert at_once == one_by_one == expected
+
+
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_du_sums_per_version_in_python_integers_where_int64_could_overflow(
+    tangled, monkeypatch, mode
+):
+    """The per-version sums are taken in int64 below a bound, in Python integers above
+    it: the same counts, as Python integers either way."""
+    from h5vc.cli import _stats
+
+    with h5vc.open(str(tangled), mode) as vf:
+        in_int64 = _as_brute(vf)
+        expected = brute_force(vf)
+        monkeypatch.setattr(_stats, "_INT64_SUMS_BELOW", 0)
+        exact = _as_brute(vf)
+    assert in_int64 == exact == expected
+    for got in (in_int64, exact):
+        assert all(type(n) is int for row in got["versions"].values() for n in row.values())

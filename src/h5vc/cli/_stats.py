@@ -277,6 +277,8 @@ class _Object:
     versions: list[str] = field(default_factory=list)
     #: The object's header address.
     address: int = 0
+    #: Its position among the objects :func:`disk_usage` counts (-1: not counted).
+    index: int = -1
 
 
 class _IrregularLinks(Exception):
@@ -410,23 +412,26 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         stores = _Stores(state)
         names, objects = _read_objects(state, stores)
         usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
-        usage.versions = {
-            name: dict(logical_bytes=0, stored_bytes=0, shared_bytes=0) for name in names
-        }
         slot_size = _SlotSizes(state)
         per_store: dict[tuple[str, str], _StoreRuns] = {}
         columns: dict[str, list[ColumnObject]] = {}
+        counted: list[_Object] = []
+        logicals: list[int] = []
+        datasets = usage.datasets
         for obj, found in objects:
             if found is None:
                 found = _read_object(state, stores, obj)
             if found is None:
                 continue  # an empty group (or a named datatype): no data
             logical, key, runs = found
-            entry = usage.datasets.setdefault(obj.path, DatasetUsage(obj.path))
+            entry = datasets.get(obj.path)
+            if entry is None:
+                entry = datasets[obj.path] = DatasetUsage(obj.path)
             entry.versions += len(obj.versions)
             entry.logical_bytes += logical * len(obj.versions)
-            for version in obj.versions:
-                usage.versions[version]["logical_bytes"] += logical
+            obj.index = len(counted)
+            counted.append(obj)
+            logicals.append(logical)
             if key is not None:
                 store_runs = per_store.get((obj.path, key))
                 if store_runs is None:
@@ -446,8 +451,10 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
                     store_runs.add(obj, found[2], position)
                 else:
                     per_store.setdefault((path, found[1]), _StoreRuns()).add(obj, found[2])
+        per_version = _PerVersion(names, counted, logicals)
         for (path, key), store_runs in per_store.items():
-            _count_store(usage, path, store_runs, slot_size(key))
+            _count_store(usage, path, store_runs, slot_size(key), per_version)
+        usage.versions = per_version.rows()
         if columns:
             _fold_columns(usage, columns, state)
     return usage
@@ -1023,9 +1030,90 @@ class _StoreRuns:
         return [(int(i), self.objects[i]) for i in np.flatnonzero(bad)]
 
 
-def _count_store(usage: Usage, path: str, runs: _StoreRuns, slot_size: float) -> None:
+class _PerVersion:
+    """The logical, stored and shared bytes of each version, summed over the objects
+    it links: ``objects`` (those counted, by :attr:`_Object.index`) and their
+    logical bytes are known at the start; :meth:`add` adds stored and shared bytes
+    of some objects to each of their versions."""
+
+    def __init__(self, names: list[str], objects: list[_Object], logicals: list[int]):
+        self.names = names
+        rank = {name: i for i, name in enumerate(names)}
+        counts = [len(obj.versions) for obj in objects]
+        #: Each object's versions (by rank), object after object.
+        self.links = np.fromiter(
+            (rank[version] for obj in objects for version in obj.versions),
+            dtype=np.int64,
+            count=sum(counts),
+        )
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.starts = np.cumsum(self.counts) - self.counts
+        #: Sums of Python integers where they could leave int64 (never in practice).
+        self.exact = (
+            sum(logical * count for logical, count in zip(logicals, counts)) >= _INT64_SUMS_BELOW
+        )
+        self.objects = objects
+        n = len(names)
+        self.sums: dict[str, list[int] | np.ndarray]
+        if self.exact:
+            self.sums = {kind: [0] * n for kind in _KINDS}
+            self._add_exact("logical_bytes", objects, logicals)
+        else:
+            self.sums = {kind: np.zeros(n, dtype=np.int64) for kind in _KINDS}
+            self._add("logical_bytes", np.arange(len(objects)), np.asarray(logicals, np.int64))
+
+    def add(self, positions: np.ndarray, stored: np.ndarray, shared: np.ndarray) -> None:
+        """Add ``stored[i]`` and ``shared[i]`` bytes (int64) to every version of object
+        ``positions[i]``."""
+        if self.exact:
+            objects = [self.objects[i] for i in positions.tolist()]
+            self._add_exact("stored_bytes", objects, stored.tolist())
+            self._add_exact("shared_bytes", objects, shared.tolist())
+            return
+        self._add("stored_bytes", positions, stored)
+        self._add("shared_bytes", positions, shared)
+
+    def _add(self, kind: str, positions: np.ndarray, values: np.ndarray) -> None:
+        counts = self.counts[positions]
+        total = int(counts.sum())
+        if not total:
+            return
+        # The rows of self.links of each object's versions, object after object.
+        first = np.repeat(self.starts[positions] - (np.cumsum(counts) - counts), counts)
+        versions = self.links[first + np.arange(total)]
+        sums = self.sums[kind]
+        assert isinstance(sums, np.ndarray)
+        np.add.at(sums, versions, np.repeat(values, counts))
+
+    def _add_exact(self, kind: str, objects: list[_Object], values: list[int]) -> None:
+        sums = self.sums[kind]
+        rank = {name: i for i, name in enumerate(self.names)}
+        for obj, value in zip(objects, values):
+            for version in obj.versions:
+                sums[rank[version]] += value
+
+    def rows(self) -> dict[str, dict[str, int]]:
+        """Each version's sums, as :attr:`Usage.versions` lists them."""
+        columns = [
+            sums.tolist() if isinstance(sums, np.ndarray) else sums for sums in self.sums.values()
+        ]
+        return {
+            name: dict(logical_bytes=logical, stored_bytes=stored, shared_bytes=shared)
+            for name, logical, stored, shared in zip(self.names, *columns)
+        }
+
+
+_KINDS = ("logical_bytes", "stored_bytes", "shared_bytes")
+#: Per-version sums are taken in int64 while the logical bytes of every link of every
+#: object sum to less than this; else in Python integers.
+_INT64_SUMS_BELOW = 1 << 62
+
+
+def _count_store(
+    usage: Usage, path: str, runs: _StoreRuns, slot_size: float, per_version: _PerVersion
+) -> None:
     """Add the stored and shared bytes of the objects of dataset ``path`` in one of its
-    chunk stores to ``usage``."""
+    chunk stores to ``usage`` (those of each version to ``per_version``)."""
     objects = runs.objects
     weights = np.asarray([len(obj.versions) for obj in objects], dtype=np.int64)
     owner = np.asarray(runs.owner, dtype=np.int64)
@@ -1047,10 +1135,10 @@ def _count_store(usage: Usage, path: str, runs: _StoreRuns, slot_size: float) ->
     shared = np.bincount(
         owner, weights=shared_before[stops] - shared_before[starts], minlength=len(objects)
     )
-    for obj, n_used, n_shared in zip(objects, used.tolist(), shared.tolist()):
-        stored_bytes = round(int(n_used) * slot_size)
-        shared_bytes = round(int(n_shared) * slot_size)
-        for version in obj.versions:
-            row = usage.versions[version]
-            row["stored_bytes"] += stored_bytes
-            row["shared_bytes"] += shared_bytes
+    # Slot counts (exact in float64) times the slot size, rounded half to even as
+    # round() rounds them.
+    per_version.add(
+        np.fromiter((obj.index for obj in objects), dtype=np.int64, count=len(objects)),
+        np.rint(used * slot_size).astype(np.int64),
+        np.rint(shared * slot_size).astype(np.int64),
+    )
