@@ -471,3 +471,19 @@ def test_du_sums_per_version_in_python_integers_where_int64_could_overflow(
     assert in_int64 == exact == expected
     for got in (in_int64, exact):
         assert all(type(n) is int for row in got["versions"].values() for n in row.values())
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_du_leaves_the_cycle_collector_as_it_found_it(tangled, enabled):
+    import gc
+
+    was = gc.isenabled()
+    try:
+        if not enabled:
+            gc.disable()
+        with h5vc.open(str(tangled)) as vf:
+            disk_usage(vf)
+        assert gc.isenabled() == enabled
+    finally:
+        if was:
+            gc.enable()

@@ -10,6 +10,8 @@ records point at (:mod:`h5vc.cli._columns`).
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import math
 from collections.abc import Callable, Iterator
@@ -408,7 +410,7 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     chunks its first store cannot hold has a store of its own, counted apart (its
     slots have their own size and are shared with no slot of the first store)."""
     state = vf.file_state
-    with state.reading():
+    with state.reading(), _no_cycle_collection():
         stores = _Stores(state)
         names, objects = _read_objects(state, stores)
         usage = Usage(file_bytes=int(state.root.file.id.get_filesize()))
@@ -458,6 +460,21 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
         if columns:
             _fold_columns(usage, columns, state)
     return usage
+
+
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """Python's cycle collector paused: :func:`disk_usage` makes a few objects per
+    dataset object and per link (hundreds of thousands on 10,000 versions, none in a
+    reference cycle), and the collector's passes over them cost about a tenth of its
+    time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 #: What is known of a dataset object: logical bytes, store key (None: no slot used)
