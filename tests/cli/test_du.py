@@ -487,3 +487,52 @@ def test_du_leaves_the_cycle_collector_as_it_found_it(tangled, enabled):
     finally:
         if was:
             gc.enable()
+
+
+@pytest.fixture
+def strided(tmp_path: Path) -> Path:
+    """Versions of one dataset of 40 chunks, one chunk rewritten a version: mapping
+    lists whose selections are hyperslabs of several blocks."""
+    path = tmp_path / "strided.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("x", data=np.arange(160.0), chunks=(4,))
+            g.create_dataset("y", data=np.arange(30), chunks=(10,))
+        for n in range(1, 12):
+            with vf.stage_version(f"v{n}") as g:
+                g["x"][4 * (3 * n % 40)] = -n
+    return path
+
+
+@pytest.mark.parametrize("at_once", [64, 1])
+def test_du_reads_mapping_lists_of_blocks_at_once(strided, monkeypatch, at_once):
+    """Mapping lists whose selections have several blocks are walked at once (up to
+    filebytes._MANY_ENTRIES mappings a list; the others read one by one): the same
+    counts."""
+    from h5vc.hdf5 import filebytes
+
+    with h5py.File(strided, "r") as f:
+        versions = f["_version_data/versions"]
+        blocks = [
+            mapping.src_space.get_select_hyper_nblocks()
+            for name in versions
+            if name.startswith("v")
+            for mapping in versions[name]["x"].virtual_sources()
+        ]
+    assert max(blocks) > 1  # what the fixture is for
+
+    monkeypatch.setattr(filebytes, "_MANY_ENTRIES", at_once)
+    walked: list[int] = []
+    walk = filebytes._walk_mappings
+
+    def spy(*args: Any) -> Any:
+        found = walk(*args)
+        walked.append(len(found[0]))
+        return found
+
+    monkeypatch.setattr(filebytes, "_walk_mappings", spy)
+    with h5vc.open(str(strided)) as vf:
+        got = _as_brute(vf)
+        expected = brute_force(vf)
+    assert got == expected
+    assert (sum(walked) > 0) == (at_once == 64)

@@ -1060,6 +1060,8 @@ def many_mappings(
     names = second + 1  # bytes of both names and their NULs
     entry = names + 2 * (24 + 8 * rank)
     count = count.astype(np.int64)
+    # Lists of one block a selection have entries of one width; the others are walked.
+    walked = ok & (sizes - 13 != count * entry) & (count <= _MANY_ENTRIES)
     ok &= sizes - 13 == count * entry
     selection = np.frombuffer(
         struct.pack("<6I", _SEL_HYPERSLABS, 1, 0, 8 + 8 * rank, rank, 1), dtype=np.uint8
@@ -1070,6 +1072,19 @@ def many_mappings(
     sources, virtuals = [nothing], [nothing]
     known: dict[bytes, int] = {}
     text: list[tuple[bytes, bytes]] = []
+
+    def name_rows(rowset: np.ndarray, name_bytes: int) -> None:
+        """Note the source names of the rows ``rowset`` (of ``name_bytes`` each)."""
+        raw = np.ascontiguousarray(head[rowset, 9 : 9 + name_bytes]).view(f"V{name_bytes}")
+        unique, inverse = _unique(raw[:, 0])
+        for value in unique:
+            key = bytes(value)
+            if key not in known:
+                known[key] = len(text)
+                file_name, _, dataset_name = key[:-1].partition(b"\0")
+                text.append((file_name, dataset_name))
+        source_name[rowset] = np.asarray([known[bytes(value)] for value in unique])[inverse.ravel()]
+
     for name_bytes in _unique(names[ok])[0].tolist():
         rowset = np.flatnonzero(ok & (names == name_bytes))
         per = count[rowset]
@@ -1085,18 +1100,21 @@ def many_mappings(
             & (entries[:, virtual_at : virtual_at + 24] == selection).all(axis=1)
         )
         ok[owner[~entry_ok]] = False
-        raw = np.ascontiguousarray(head[rowset, 9 : 9 + name_bytes]).view(f"V{name_bytes}")
-        unique, inverse = _unique(raw[:, 0])
-        for value in unique:
-            key = bytes(value)
-            if key not in known:
-                known[key] = len(text)
-                file_name, _, dataset_name = key[:-1].partition(b"\0")
-                text.append((file_name, dataset_name))
-        source_name[rowset] = np.asarray([known[bytes(value)] for value in unique])[inverse.ravel()]
+        name_rows(rowset, name_bytes)
         owners.append(owner)
         sources.append(np.ascontiguousarray(entries[:, name_bytes + 24 : virtual_at]).view("<u4"))
         virtuals.append(np.ascontiguousarray(entries[:, virtual_at + 24 :]).view("<u4"))
+    chosen = np.flatnonzero(walked)
+    if len(chosen):
+        good, owner, source, virtual = _walk_mappings(
+            rows, head, starts, sizes, names, count, chosen, rank
+        )
+        ok[good] = True
+        for name_bytes in _unique(names[good])[0].tolist():
+            name_rows(good[names[good] == name_bytes], name_bytes)
+        owners.append(owner)
+        sources.append(source)
+        virtuals.append(virtual)
     owner = np.concatenate(owners) if owners else np.zeros(0, dtype=np.int64)
     order = np.argsort(owner, kind="stable")  # each row's blocks together, in order
     count[~ok] = 0
@@ -1114,6 +1132,96 @@ def many_mappings(
         source=np.concatenate(sources).astype(np.int64)[order],
         virtual=np.concatenate(virtuals).astype(np.int64)[order],
     )
+
+
+#: Mappings of a list walked at once (:func:`_walk_mappings`; a longer list whose
+#: selections are not all of one block is read one by one).
+_MANY_ENTRIES = 64
+
+
+def _walk_mappings(
+    rows: _Rows,
+    head: np.ndarray,
+    starts: np.ndarray,
+    sizes: np.ndarray,
+    names: np.ndarray,
+    count: np.ndarray,
+    chosen: np.ndarray,
+    rank: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The mapping lists at rows ``chosen`` of :func:`many_mappings` (version 0; their
+    first ``names[i]`` bytes of names in ``head``), walked mapping by mapping, where
+    each selection is a hyperslab of one or more blocks, every mapping names the
+    first one's source, and the source and virtual selections of a list have as many
+    blocks in all: the rows so read, and their blocks (owner row, source and virtual
+    first and last coordinates, each row's in the list's order)."""
+    m = len(chosen)
+    pos = starts[chosen] + 9  # the first mapping
+    end = starts[chosen] + sizes[chosen] - 4  # the checksum follows the mappings
+    nb = names[chosen]
+    left = count[chosen].copy()
+    good = np.ones(m, dtype=bool)
+    width = int(nb.max())
+    first_names = head[chosen, 9 : 9 + width]
+    outside = np.arange(width) >= nb[:, None]
+    block = 8 * rank  # bytes of a block: first and last coordinates, 4 bytes each
+    found: list[tuple[np.ndarray, ...]] = []
+    active = np.arange(m)
+    for _ in range(_MANY_ENTRIES):
+        if not len(active):
+            break
+        at, k, e = pos[active], nb[active], end[active]
+        step = at + k + 24 <= e
+        same = rows.offsets(at, width, step)
+        step &= ((same == first_names[active]) | outside[active]).all(axis=1)
+        sides = []
+        sel = at + k
+        for _side in range(2):
+            header = rows.offsets(sel, 24, step).view("<u4").astype(np.int64)
+            blocks, length = header[:, 5], header[:, 3]
+            step &= (
+                (header[:, 0] == _SEL_HYPERSLABS)
+                & (header[:, 1] == 1)
+                & (header[:, 2] == 0)
+                & (header[:, 4] == rank)
+                & (blocks >= 1)
+                & (length == 8 + block * blocks)
+                & (sel + 16 + length <= e)
+            )
+            sides.append((sel + 24, blocks))
+            sel = sel + 16 + length
+        good[active[~step]] = False
+        done = active[step]
+        found.append((done, *(value[step] for side in sides for value in side)))
+        pos[done] = sel[step]
+        left[done] -= 1
+        active = done[left[done] > 0]
+    good[active] = False  # more mappings than walked (not met: counts are at most that)
+    good &= pos == end
+    if found:
+        owner_of = np.concatenate([f[0] for f in found])
+        source_at, source_n, virtual_at, virtual_n = (
+            np.concatenate([f[i] for f in found]) for i in range(1, 5)
+        )
+    else:
+        owner_of = source_at = source_n = virtual_at = virtual_n = np.zeros(0, np.int64)
+    keep = good[owner_of]
+    totals = np.bincount(owner_of[keep], source_n[keep], minlength=m)
+    totals -= np.bincount(owner_of[keep], virtual_n[keep], minlength=m)
+    good &= totals == 0  # a list of as many source blocks as virtual ones
+    keep = good[owner_of]
+    sides = []
+    for at, n in ((source_at[keep], source_n[keep]), (virtual_at[keep], virtual_n[keep])):
+        owner = np.repeat(owner_of[keep], n)
+        number = np.arange(len(owner)) - np.repeat(np.cumsum(n) - n, n)
+        block_ok = np.ones(len(owner), dtype=bool)
+        blocks = rows.offsets(np.repeat(at, n) + number * block, block, block_ok)
+        good[owner[~block_ok]] = False
+        order = np.argsort(owner, kind="stable")  # each row's blocks in the list's order
+        sides.append((owner[order], blocks.view("<u4")[order]))
+    (owner, source), (_, virtual) = sides
+    taken = good[owner]
+    return chosen[good], chosen[owner[taken]], source[taken], virtual[taken]
 
 
 #: Objects of a global heap collection walked at once (a collection holding more is
