@@ -743,6 +743,17 @@ class _Rows:
         start = np.where(ok, addresses, 0).astype(np.int64) + self.base
         return self._rows(start, width)
 
+    def items(self, addresses: np.ndarray, dtype: np.dtype, ok: np.ndarray) -> np.ndarray:
+        """The item of ``dtype`` (a record of fields) at each HDF5 address; rows cleared
+        in ``ok`` as by :meth:`at`."""
+        width = dtype.itemsize
+        if self.size < width:
+            ok[:] = False
+            return np.zeros(len(addresses), dtype=dtype)
+        ok &= addresses <= np.uint64(self.size - width)
+        start = np.where(ok, addresses, 0).astype(np.int64) + self.base
+        return self._window(width)[start].view(dtype)
+
     def offsets(self, starts: np.ndarray, width: int, ok: np.ndarray) -> np.ndarray:
         """As :meth:`at` for offsets in the map (int64)."""
         if len(self.data) < width:
@@ -771,6 +782,20 @@ def _is(rows: np.ndarray, signature: bytes) -> np.ndarray:
 
 def _plain_sizes(file_bytes: FileBytes) -> bool:
     return file_bytes.sizeof_addr == file_bytes.sizeof_size == 8
+
+
+#: An address (of 8 bytes: files of other sizes are read one object at a time).
+_ADDRESS = np.dtype("<u8")
+#: A version-1 header message's start: type, size and flags, then (a continuation
+#: message's body) the address and length of the block it continues in.
+_MESSAGE_START = np.dtype(
+    {
+        "names": ["kind", "size", "flags", "target", "extent"],
+        "formats": ["<u2", "<u2", "u1", "<u8", "<u8"],
+        "offsets": [0, 2, 4, 8, 16],
+        "itemsize": 24,
+    }
+)
 
 
 def _walk_many(
@@ -814,8 +839,8 @@ def _walk_many(
         if not len(at):
             break
         step_ok = np.ones(len(at), dtype=bool)
-        message = rows.at(pos[at], 24, step_ok)
-        kind, size = _field(message, 0, 2), _field(message, 2, 2)
+        message = rows.items(pos[at], _MESSAGE_START, step_ok)
+        kind, size = message["kind"].astype(np.uint64), message["size"].astype(np.uint64)
         after = pos[at] + np.uint64(8) + size
         seen[at] += 1
         step_ok &= (
@@ -825,7 +850,7 @@ def _walk_many(
             & ~np.isin(kind, refused)
         )
         continued = step_ok & (kind == _CONTINUATION)
-        target, extent = _field(message, 8, 8), _field(message, 16, 8)
+        target, extent = message["target"], message["extent"]
         fits = (
             (size >= 16)
             & (next_end[at] == 0)
@@ -838,7 +863,7 @@ def _walk_many(
         next_pos[at[continued]] = target[continued]
         next_end[at[continued]] = target[continued] + extent[continued]
         for column, wanted in enumerate(kinds):
-            hit = step_ok & (kind == wanted) & (message[:, 4] & _SHARED == 0)
+            hit = step_ok & (kind == wanted) & (message["flags"] & _SHARED == 0)
             hit &= length[at, column] == 0
             body[at[hit], column] = pos[at[hit]] + np.uint64(8)
             length[at[hit], column] = size[hit].astype(np.int64) + 1
@@ -908,15 +933,7 @@ def many_links(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[s
     window[np.arange(_NAME_WINDOW) >= length[:, None]] = 0
     names, rank = _unique(np.ascontiguousarray(window).view(f"V{_NAME_WINDOW}")[:, 0])
     text = [bytes(name).rstrip(b"\0").decode() for name in names]
-    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
-    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
-    for group, name, address in zip(
-        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
-    ):
-        links = found[group]
-        assert links is not None
-        links.append((text[name], address))
-    return found
+    return _grouped_links(n, ok, row, rank, text, target)
 
 
 @_bytes_checked
@@ -960,7 +977,9 @@ def many_compact_links(
     link_ok &= (name_size > 0) & (name_size <= _NAME_WINDOW)
     link_ok &= size >= name_at + name_size + 8
     window = rows.at(at + name_at.astype(np.uint64), _NAME_WINDOW + 8, link_ok)
-    target = _field(window, np.minimum(name_size, _NAME_WINDOW), 8)
+    # The address after the name (inside the window read: the same bytes).
+    target_at = at + (name_at + np.minimum(name_size, _NAME_WINDOW)).astype(np.uint64)
+    target = rows.items(target_at, _ADDRESS, np.ones(len(row), dtype=bool)).astype(np.uint64)
     link_ok &= target < size_of_file
     in_name = np.arange(_NAME_WINDOW) < name_size[:, None]
     link_ok &= ~((window[:, :_NAME_WINDOW] == 0) & in_name).any(axis=1)  # no NUL in a name
@@ -974,15 +993,27 @@ def many_compact_links(
         text = [bytes(name).rstrip(b"\0").decode() for name in names]
     except UnicodeDecodeError:
         return [None] * n
-    found: list[list[tuple[str, int]] | None] = [[] if good else None for good in ok.tolist()]
-    order = np.lexsort((rank.ravel(), row))  # by group, then name (bytes order)
-    for group, name, address in zip(
-        row[order].tolist(), rank.ravel()[order].tolist(), target[order].tolist()
-    ):
-        links = found[group]
-        assert links is not None
-        links.append((text[name], address))
-    return found
+    return _grouped_links(n, ok, row, rank, text, target)
+
+
+def _grouped_links(
+    n: int,
+    ok: np.ndarray,
+    row: np.ndarray,
+    rank: np.ndarray,
+    text: list[str],
+    target: np.ndarray,
+) -> list[list[tuple[str, int]] | None]:
+    """The links of ``n`` groups: link ``i`` (named ``text[rank[i]]``, to ``target[i]``)
+    is group ``row[i]``'s; each group's by name (bytes order); None where not ``ok``."""
+    order = np.lexsort((rank, row))  # by group, then name (bytes order)
+    row = row[order]
+    names = [text[i] for i in rank[order].tolist()]
+    links = list(zip(names, target[order].tolist()))
+    bounds = np.searchsorted(row, np.arange(n + 1)).tolist()
+    return [
+        links[bounds[i] : bounds[i + 1]] if good else None for i, good in enumerate(ok.tolist())
+    ]
 
 
 @_bytes_checked
