@@ -327,8 +327,12 @@ class FileBytes:
             btree, heap = self._two_addr.unpack_from(self.map, table[0])
             names = self._local_heap(heap)
             found: list[tuple[str, int]] = []
-            for node in self._symbol_nodes(btree, 0):
-                found += self._symbols(node, names)
+            nodes = list(self._symbol_nodes(btree, 0))
+            if len(nodes) > _FEW_NODES and _plain_sizes(self):
+                found = self._many_symbols(nodes, names)
+            else:
+                for node in nodes:
+                    found += self._symbols(node, names)
         elif _LINK_INFO in header.messages:
             self._compact(header.messages[_LINK_INFO])
             found = [self._link(pos, length) for pos, length in header.links]
@@ -337,7 +341,7 @@ class FileBytes:
         else:
             return None
         if len(found) > 1:
-            found.sort(key=_name_bytes)
+            found.sort(key=_name)  # UTF-8 keeps code point order: the bytes' order
         return found
 
     def _compact(self, info: tuple[int, int]) -> None:
@@ -434,6 +438,38 @@ class FileBytes:
             found.append((names[offset:stop].decode(), target))
             pos += entry
         return found
+
+    def _many_symbols(self, nodes: list[int], names: bytes) -> list[tuple[str, int]]:
+        """:meth:`_symbols` of every symbol node at ``nodes``, read at once (8-byte
+        addresses and lengths)."""
+        rows = _Rows(self)
+        at = np.asarray(nodes, dtype=np.uint64)
+        ok = np.ones(len(at), dtype=bool)
+        head = rows.at(at, 8, ok)
+        if not (ok & _is(head, b"SNOD\1")).all():
+            raise Unreadable("no symbol table node")
+        count = _field(head, 6, 2).astype(np.int64)
+        if (at.astype(np.int64) + 8 + count * 40 > self.size).any():
+            raise Unreadable("symbol table entries run past the end of the file")
+        row = np.repeat(np.arange(len(at)), count)
+        number = np.arange(len(row)) - np.repeat(np.cumsum(count) - count, count)
+        entries = rows.items(
+            at[row] + np.uint64(8) + np.uint64(40) * number.astype(np.uint64),
+            _SYMBOL_ENTRY,
+            np.ones(len(row), dtype=bool),
+        )
+        target = entries["target"]
+        if (entries["cache"] == _CACHED_SOFT_LINK).any() or (target == self.undefined).any():
+            raise Unreadable("a soft link")
+        offset = entries["offset"].astype(np.int64)
+        ends = np.flatnonzero(np.frombuffer(names, dtype=np.uint8) == 0)
+        k = np.searchsorted(ends, offset)  # the first NUL at or after each name's start
+        if (k == len(ends)).any():
+            raise Unreadable("a link name outside its heap")
+        return [
+            (names[a:b].decode(), t)
+            for a, b, t in zip(offset.tolist(), ends[k].tolist(), target.tolist())
+        ]
 
     def dims(self, header: Header) -> tuple[int, ...] | None:
         """The dimensions the dataspace message of ``header`` gives; None without one,
@@ -597,8 +633,8 @@ class FileBytes:
         return found if pos == end else None
 
 
-def _name_bytes(link: tuple[str, int]) -> bytes:
-    return link[0].encode()
+def _name(link: tuple[str, int]) -> str:
+    return link[0]
 
 
 # Reading many objects at once --------------------------------------------------------
@@ -784,6 +820,13 @@ def _plain_sizes(file_bytes: FileBytes) -> bool:
     return file_bytes.sizeof_addr == file_bytes.sizeof_size == 8
 
 
+#: Symbol nodes a group's B-tree leads to, above which they are read at once.
+_FEW_NODES = 4
+#: A symbol table entry's start (8-byte lengths and addresses): the name's offset in
+#: the local heap, the object's address, the cache type.
+_SYMBOL_ENTRY = np.dtype(
+    {"names": ["offset", "target", "cache"], "formats": ["<u8", "<u8", "<u4"], "itemsize": 20}
+)
 #: An address (of 8 bytes: files of other sizes are read one object at a time).
 _ADDRESS = np.dtype("<u8")
 #: A version-1 header message's start: type, size and flags, then (a continuation
