@@ -111,3 +111,37 @@ def test_names_by_time_of_counted_links_does_not_count_them_again(tmp_path, monk
         monkeypatch.undo()
         # A count that disagrees with the index: the versions are scanned.
         assert log.names_by_time(links + 1) == ["v1", "b1", "v2", "a3"]
+
+
+def test_read_names_from_the_file_bytes(tmp_path, monkeypatch):
+    """Read from the file's bytes (the column's stored references and the global heap),
+    the names are those HDF5 reads; without a plainly stored column, HDF5 reads them."""
+    from h5vc.hdf5.filebytes import FileBytes
+
+    path = tmp_path / "f.h5"
+    _write(path)
+    with h5py.File(path, "r") as f:
+        expected = timeindex.read_names(f["_version_data"])
+        file_bytes = FileBytes.of(f)
+        assert file_bytes is not None
+        with file_bytes:
+            assert timeindex._names_from_bytes(f[timeindex.INDEX_NAME]["names"], file_bytes) == (
+                expected
+            )
+            assert timeindex.read_names(f["_version_data"], file_bytes) == expected
+    # A column whose chunks are filtered: read through HDF5.
+    with h5py.File(path, "r+") as f:
+        index = f[timeindex.INDEX_NAME]
+        names = index["names"][()]
+        del index["names"]
+        index.create_dataset(
+            "names", data=names, dtype=h5py.string_dtype(), chunks=(2,), compression="gzip"
+        )
+    with h5py.File(path, "r") as f:
+        file_bytes = FileBytes.of(f)
+        assert file_bytes is not None
+        with file_bytes:
+            column = f[timeindex.INDEX_NAME]["names"]
+            assert timeindex._names_from_bytes(column, file_bytes) is None
+            assert timeindex.read_names(f["_version_data"], file_bytes) == expected
+    assert expected == ["v1", "b1", "v2", "a3"]

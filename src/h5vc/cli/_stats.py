@@ -508,7 +508,7 @@ def _read_objects(
                 roots = None
             if roots is not None:
                 # The links counted here need not be counted again by HDF5.
-                names = state.log.names_by_time(len(roots))
+                names = state.log.names_by_time(len(roots), file_bytes)
                 try:
                     return names, _objects_from_bytes(state, stores, file_bytes, names, roots)
                 except Unreadable:

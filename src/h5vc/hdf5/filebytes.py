@@ -52,6 +52,7 @@ __all__ = [
     "many_compact_links",
     "many_links",
     "many_mappings",
+    "vlen_strings",
 ]
 
 _DATASPACE, _LINK_INFO, _DATATYPE, _LINK, _LAYOUT, _CONTINUATION, _SYMBOL_TABLE = (
@@ -1327,7 +1328,7 @@ class _WalkedHeaps:
     objects (index, offset in the map, length), by collection in file order
     (collection ``k``'s are rows ``bounds[k]:bounds[k + 1]``)."""
 
-    __slots__ = ("addresses", "bounds", "lengths", "numbers", "starts")
+    __slots__ = ("_keys", "_order", "addresses", "bounds", "lengths", "numbers", "starts")
 
     def __init__(
         self,
@@ -1339,6 +1340,10 @@ class _WalkedHeaps:
     ) -> None:
         self.addresses, self.bounds = addresses, bounds
         self.numbers, self.starts, self.lengths = numbers, starts, lengths
+        collection = np.repeat(np.arange(len(addresses), dtype=np.int64), np.diff(bounds))
+        keys = collection * (1 << 32) + numbers
+        self._order = np.argsort(keys, kind="stable")
+        self._keys = keys[self._order]
 
     def collection(self, address: int) -> _HeapCollection | None:
         k = int(np.searchsorted(self.addresses, address))
@@ -1346,6 +1351,27 @@ class _WalkedHeaps:
             return None
         a, b = self.bounds[k], self.bounds[k + 1]
         return _HeapCollection(self.numbers[a:b], self.starts[a:b], self.lengths[a:b])
+
+    def find(
+        self, heap: np.ndarray, index: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Which objects ``(heap[i], index[i])`` are in collections walked here, which
+        of those were found (the last of an index in its collection, as a dict keeps
+        it), and where they are (offset in the map, length)."""
+        n = len(heap)
+        starts = np.zeros(n, dtype=np.int64)
+        sizes = np.zeros(n, dtype=np.int64)
+        if not len(self.addresses):
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=bool), starts, sizes
+        k = np.minimum(np.searchsorted(self.addresses, heap), len(self.addresses) - 1)
+        covered = self.addresses[k] == heap
+        wanted = k.astype(np.int64) * (1 << 32) + index
+        hit = np.searchsorted(self._keys, wanted, side="right") - 1
+        found = covered & (hit >= 0)
+        found[found] = self._keys[hit[found]] == wanted[found]
+        chosen = self._order[hit[found]]
+        starts[found], sizes[found] = self.starts[chosen], self.lengths[chosen]
+        return covered, found, starts, sizes
 
 
 def _words(file_bytes: FileBytes) -> np.ndarray:
@@ -1363,9 +1389,9 @@ def _heap_objects(
     file_bytes: FileBytes, rows: _Rows, heap: np.ndarray, index: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Where the global heap objects ``(heap[i], index[i])`` are (offset in the map and
-    length), and which were found: the collections are walked at once, object by
-    object (up to :data:`_MANY_HEAP_OBJECTS` each; the rest one by one, as
-    :meth:`FileBytes._collection` walks them); ``file_bytes`` keeps them."""
+    length), and which were found: the collections not walked yet are walked at
+    once (:func:`_walk_heaps`; ``file_bytes`` keeps them), the others looked up; those
+    not walked are read one by one, as :meth:`FileBytes._collection` reads them."""
     n = len(heap)
     ok = np.zeros(n, dtype=bool)
     starts = np.zeros(n, dtype=np.int64)
@@ -1373,7 +1399,37 @@ def _heap_objects(
     if not n:
         return ok, starts, sizes
     heap = np.asarray(heap, dtype=np.uint64)
-    addresses, which = _unique(heap)
+    index = np.asarray(index, dtype=np.int64)
+    covered = np.zeros(n, dtype=bool)
+
+    def look_up(table: _WalkedHeaps) -> None:
+        inside, found, at, size = table.find(heap, index)
+        inside &= ~covered
+        covered[inside] = True
+        ok[inside], starts[inside], sizes[inside] = found[inside], at[inside], size[inside]
+
+    for table in file_bytes._walked:
+        look_up(table)
+    collections = file_bytes._collections
+    addresses = _unique(heap[~covered])[0]
+    addresses = addresses[[address not in collections for address in addresses.tolist()]]
+    if len(addresses):
+        table = _walk_heaps(file_bytes, rows, addresses)
+        file_bytes._walked.append(table)
+        look_up(table)
+    for i in np.flatnonzero(~covered).tolist():  # read one by one
+        where = collections[int(heap[i])].get(int(index[i]))
+        if where is not None:
+            ok[i] = True
+            starts[i], sizes[i] = where
+    return ok, starts, sizes
+
+
+def _walk_heaps(file_bytes: FileBytes, rows: _Rows, addresses: np.ndarray) -> _WalkedHeaps:
+    """The global heap collections at ``addresses`` (sorted, distinct) walked at once,
+    object by object, up to :data:`_MANY_HEAP_OBJECTS` each; the others (more objects,
+    or bytes that disagree) are read by :meth:`FileBytes._collection` into
+    ``file_bytes._collections`` (empty where it raises)."""
     m = len(addresses)
     readable = np.ones(m, dtype=bool)
     if _plain_sizes(file_bytes) and len(file_bytes.map) >= 16:
@@ -1421,39 +1477,49 @@ def _heap_objects(
     left[walk] = True  # collections of more objects than walked at once
     collections = file_bytes._collections
     for address in addresses[left | ~readable].tolist():
-        if address not in collections:
-            try:
-                collections[address] = file_bytes._collection(address)
-            except Unreadable:
-                collections[address] = {}
+        try:
+            collections[address] = file_bytes._collection(address)
+        except Unreadable:
+            collections[address] = {}
     done = readable & ~left
-    if found:
-        owner = np.concatenate([f[0] for f in found])
-        number = np.concatenate([f[1] for f in found])
-        body = np.concatenate([f[2] for f in found])
-        length = np.concatenate([f[3] for f in found])
-        keep = done[owner]
-        owner, number, body, length = owner[keep], number[keep], body[keep], length[keep]
-        order = np.argsort(owner, kind="stable")  # by collection, then in the file
-        owner, number, body, length = owner[order], number[order], body[order], length[order]
-        walked = np.flatnonzero(done)
-        bounds = np.searchsorted(owner, np.arange(m + 1))[np.r_[walked, m]]
-        bounds[-1] = len(owner)
-        file_bytes._walked.append(_WalkedHeaps(addresses[walked], bounds, number, body, length))
-        # Each row's object: the last of its index in its collection, as a dict keeps.
-        key = owner * (1 << 32) + number
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        wanted = which.astype(np.int64) * (1 << 32) + np.asarray(index, dtype=np.int64)
-        hit = np.searchsorted(key, wanted, side="right") - 1
-        match = (hit >= 0) & done[which]
-        match[match] = key[hit[match]] == wanted[match]
-        chosen = order[hit[match]]
-        ok[match] = True
-        starts[match], sizes[match] = body[chosen], length[chosen]
-    for i in np.flatnonzero(~done[which]).tolist():  # read one by one
-        where = collections[int(heap[i])].get(int(index[i]))
-        if where is not None:
-            ok[i] = True
-            starts[i], sizes[i] = where
-    return ok, starts, sizes
+    nothing = np.zeros(0, dtype=np.int64)
+    owner = np.concatenate([f[0] for f in found] + [nothing])
+    number = np.concatenate([f[1] for f in found] + [nothing])
+    body = np.concatenate([f[2] for f in found] + [nothing])
+    length = np.concatenate([f[3] for f in found] + [nothing])
+    keep = done[owner]
+    owner, number, body, length = owner[keep], number[keep], body[keep], length[keep]
+    order = np.argsort(owner, kind="stable")  # by collection, then in the file
+    owner, number, body, length = owner[order], number[order], body[order], length[order]
+    walked = np.flatnonzero(done)
+    bounds = np.asarray(np.searchsorted(owner, np.append(walked, m)), dtype=np.int64)
+    bounds[-1] = len(owner)
+    return _WalkedHeaps(addresses[walked], bounds, number, body, length)
+
+
+#: A stored reference to a variable-length value (8-byte addresses): its length, and
+#: the global heap collection and index of the object holding it.
+_VLEN_REFERENCE = np.dtype([("length", "<u4"), ("heap", "<u8"), ("index", "<u4")])
+
+
+def vlen_strings(file_bytes: FileBytes, references: bytes, n: int) -> list[str] | None:
+    """The ``n`` variable-length UTF-8 strings whose stored references (a dataset's
+    elements as stored) start ``references``, read from the global heap; None where
+    a reference is not of the form read here (8-byte addresses), its object is not
+    found, is not of its length or is not UTF-8."""
+    if not _plain_sizes(file_bytes) or len(references) < _VLEN_REFERENCE.itemsize * n:
+        return None
+    found = np.frombuffer(references, dtype=_VLEN_REFERENCE, count=n)
+    try:
+        ok, starts, sizes = _heap_objects(
+            file_bytes, _Rows(file_bytes), found["heap"], found["index"]
+        )
+    except (IndexError, ValueError, OverflowError, struct.error, Unreadable):
+        return None
+    if not ok.all() or (sizes != found["length"]).any():
+        return None
+    data = file_bytes.map
+    try:
+        return [data[a : a + b].decode() for a, b in zip(starts.tolist(), sizes.tolist())]
+    except UnicodeDecodeError:
+        return None

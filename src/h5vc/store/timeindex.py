@@ -31,9 +31,13 @@ The index only imports h5py and numpy, so the commit code can call
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
+
+if TYPE_CHECKING:
+    from h5vc.hdf5.filebytes import FileBytes
 
 __all__ = [
     "INDEX_NAME",
@@ -147,16 +151,49 @@ def read_log(version_data: h5py.Group) -> list[LogEntry] | None:
     return list(zip(stamps, names.tolist(), entries))
 
 
-def read_names(version_data: h5py.Group) -> list[str] | None:
+def read_names(version_data: h5py.Group, file_bytes: FileBytes | None = None) -> list[str] | None:
     """The names :func:`read_log` lists, in its order, without the timestamps and log
-    entries (the names column's bytes decoded at once); None where it returns None."""
+    entries (the names column's bytes decoded at once); None where it returns None.
+    With ``file_bytes`` (the file's bytes, opened read-only) the names are read from
+    them where the column is stored plainly, not through HDF5's conversion of each."""
     group = _index(version_data)
     if group is None or LOG not in group:
         return None
     names = group[NAMES]
     if not len(group[TIMESTAMPS]) == len(names) == len(group[LOG]):
         return None
+    if file_bytes is not None:
+        found = _names_from_bytes(names, file_bytes)
+        if found is not None:
+            return found
     return [name.decode() for name in names[()].tolist()]
+
+
+def _names_from_bytes(names: h5py.Dataset, file_bytes: FileBytes) -> list[str] | None:
+    """The names column read from the file's bytes: its chunks' stored references
+    (read as stored) and the strings they point at in the global heap; None where
+    it is not stored so (chunks unfiltered, each one allocated) or its bytes do not
+    say (HDF5 then reads it, and reports any damage)."""
+    from h5vc.hdf5.filebytes import vlen_strings
+
+    n = names.shape[0]
+    chunks = names.chunks
+    string = h5py.check_string_dtype(names.dtype)
+    if chunks is None or len(chunks) != 1 or string is None or string.length is not None:
+        return None
+    dataset = names.id
+    if dataset.get_create_plist().get_nfilters():
+        return None
+    stored = []
+    try:
+        for start in range(0, n, chunks[0]):
+            mask, chunk = dataset.read_direct_chunk((start,))
+            if mask:
+                return None
+            stored.append(chunk)
+    except (KeyError, OSError, RuntimeError, ValueError):
+        return None  # a chunk not allocated, or not readable so
+    return vlen_strings(file_bytes, b"".join(stored), n)
 
 
 def read_index(version_data: h5py.Group) -> list[tuple[np.datetime64, str]] | None:

@@ -17,6 +17,7 @@ from h5vc.store import layout, timeindex
 from h5vc.versions.timestamps import attr_str, read_timestamp
 
 if TYPE_CHECKING:
+    from h5vc.hdf5.filebytes import FileBytes
     from h5vc.versions.reading import KnownRoot
 
 __all__ = ["VersionInfo", "VersionLog", "log_entry", "scalar_integer_bytes"]
@@ -223,16 +224,19 @@ class VersionLog:
         """Committed version names, oldest first."""
         return [name for _, name in self._load_all()]
 
-    def names_by_time(self, links: int | None = None) -> list[str]:
+    def names_by_time(
+        self, links: int | None = None, file_bytes: FileBytes | None = None
+    ) -> list[str]:
         """:meth:`names` without reading the versions' metadata where the persisted
         index lists them all (its names column alone: no log entries decoded); the
         metadata read later is read then.  ``links``: the number of links of the
-        versions group, where the caller counted them (else HDF5 counts them)."""
+        versions group, where the caller counted them (else HDF5 counts them);
+        ``file_bytes``: the file's bytes, to read the names from."""
         if self._by_time is None and self._version_data is not None:
             filename = str(self._group.file.filename)
             with damaged(filename, f"The versions group {self._group.name}"):
                 if self._index_usable(links):
-                    found = timeindex.read_names(self._version_data)
+                    found = timeindex.read_names(self._version_data, file_bytes)
                     if found is not None:
                         return list(dict.fromkeys(found))  # as names(): each once
         return self.names()
