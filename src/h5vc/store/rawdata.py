@@ -42,6 +42,7 @@ from h5vc.hashing import (
     HASH_BATCH_BYTES,
     Base,
     chunk_hash,
+    extendable,
     fill_chunk_hash,
     fill_item,
     hash_in_batches,
@@ -463,25 +464,50 @@ class RawDataStore:
         ``fd`` where it is stored as it is, on the thread that hashes), cut to the
         shape it was hashed at, and its digest. None for a chunk too small to hash on
         from, or with no such chunk, or one stored filtered; None in all for chunks of
-        variable-length strings."""
-        if not chunks or chunks[0].dtype.kind == "O" or not resumable(chunks[0].nbytes):
+        variable-length strings. A chunk too small to keep its hash states
+        (:func:`~h5vc.hashing.resumable`) has a base only where it is the old chunk
+        with rows appended (:func:`~h5vc.hashing.extendable`): the short last chunk
+        along axis 0 grown."""
+        if not chunks or chunks[0].dtype.kind == "O":
+            return None
+        full = math.prod(self.chunks) * chunks[0].itemsize
+        if not extendable(full):
+            return None
+        grid = base_slots.shape
+        c0 = self.chunks[0]
+        # The base's last chunk row along axis 0, if short: appends grow its chunks.
+        last_row = len(grid) and grid[0] - 1
+        grown = len(grid) > 0 and grid[0] > 0 and base_shape[0] - last_row * c0 < c0
+        if not grown and not resumable(full):
             return None
         by_slot = self._by_slot
         if by_slot is None:
             by_slot = self._by_slot = {slot: digest for digest, slot in self.index.items()}
-        grid = base_slots.shape
         bases: list[Base] = []
+        found = False
         for coord, chunk in zip(coords, chunks, strict=True):
+            nbytes = chunk.nbytes
             inside = len(coord) == len(grid) and all(c < n for c, n in zip(coord, grid))
-            slot = int(base_slots[coord]) if inside else -1
-            digest = by_slot.get(slot) if slot >= 0 and resumable(chunk.nbytes) else None
-            if digest is None:
+            if not inside or not (
+                resumable(nbytes) or (grown and coord[0] == last_row and extendable(nbytes))
+            ):
                 bases.append(None)
                 continue
             shape = tuple(min(c, n - i * c) for i, c, n in zip(coord, self.chunks, base_shape))
-            reader = self._stored_chunk(slot, shape, fd)
-            bases.append(None if reader is None else (reader, digest))
-        return bases
+            if not resumable(nbytes) and not (
+                shape[0] < chunk.shape[0] and shape[1:] == chunk.shape[1:]
+            ):
+                bases.append(None)  # not the old chunk with rows appended
+                continue
+            slot = int(base_slots[coord])
+            digest = by_slot.get(slot) if slot >= 0 else None
+            reader = None if digest is None else self._stored_chunk(slot, shape, fd)
+            if reader is None or digest is None:
+                bases.append(None)
+                continue
+            bases.append((reader, digest))
+            found = True
+        return bases if found else None
 
     def _stored_chunk(
         self, slot: int, shape: tuple[int, ...], fd: int | None
