@@ -343,10 +343,13 @@ def group_runs(
     sizes = np.diff(bounds)
     groups = [order[a:b].tolist() for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size > 1]
     lone = np.sort(order[bounds[:-1][sizes == 1]])  # back in column, then row order
-    if len(lone):
-        groups += _deal_out(
-            lone, runs, column, max(1, max_elements // max(chunk_elements, 1)), max_runs
-        )
+    max_chunks = max(1, max_elements // max(chunk_elements, 1))
+    if len(lone) and (max_chunks == 1 or max_runs <= 1):
+        # A mapping of one chunk is full: each lone run keeps a mapping of its own (as
+        # _deal_out would give it).
+        groups += [[run] for run in lone.tolist()]
+    elif len(lone):
+        groups += _deal_out(lone, runs, column, max_chunks, max_runs)
     return groups
 
 
@@ -415,9 +418,13 @@ class _Blocks:
         row_bytes = 2 * self.ndim * 4
         virtual = np.concatenate([self.vstart, vstop], axis=1)[flat].astype("<u4").tobytes()
         source = np.concatenate([self.sstart, sstop], axis=1)[flat].astype("<u4").tobytes()
-        headers = _selection_headers(sizes, self.ndim).tobytes()
         first = b".\0" + raw_name + b"\0" + _extent_bytes(sspace)
         middle = _extent_bytes(vspace)
+        if len(sizes) and sizes.min() == sizes.max():
+            return _same_size_entries(
+                first, middle, int(sizes[0]), len(sizes), self.ndim, source, virtual
+            )
+        headers = _selection_headers(sizes, self.ndim).tobytes()
         parts: list[bytes] = []
         begin = 0
         for number, end in enumerate((np.cumsum(sizes) * row_bytes).tolist()):
@@ -468,6 +475,28 @@ class _Blocks:
                 select_virtual(tuple(vstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
                 select_source(tuple(sstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
             set_virtual(vspace, b".", raw_name, sspace)
+
+
+def _same_size_entries(
+    first: bytes, middle: bytes, size: int, count: int, ndim: int, source: bytes, virtual: bytes
+) -> bytes:
+    """:meth:`_Blocks.entries` of ``count`` mappings of ``size`` blocks each (every
+    lone run its own mapping, most often): each entry of the same length, laid out
+    side by side in one array rather than joined one by one."""
+    header = _selection_headers(np.array([size], dtype=np.int64), ndim).tobytes()
+    body = size * 2 * ndim * 4
+    # (bytes, whether they hold one row per mapping or are the same in every one)
+    parts: list[tuple[bytes, bool]] = [(first, False), (header, False), (source, True)]
+    parts += [(middle, False), (header, False), (virtual, True)]
+    width = sum(body if rows else len(part) for part, rows in parts)
+    table = np.empty((count, width), dtype=np.uint8)
+    at = 0
+    for part, rows in parts:
+        values = np.frombuffer(part, dtype=np.uint8)
+        size_of = body if rows else len(part)
+        table[:, at : at + size_of] = values.reshape(count, body) if rows else values
+        at += size_of
+    return table.tobytes()
 
 
 def _extent_bytes(space: h5s.SpaceID) -> bytes:
