@@ -54,6 +54,7 @@ __all__ = [
     "fill_chunk_hash",
     "hash_in_batches",
     "hash_soon",
+    "bytes_to_hash",
     "PendingDigests",
     "fill_item",
     "may_be_fill",
@@ -549,6 +550,24 @@ def hash_soon(
 
 #: How long :func:`hash_soon` waits at most for its threads to start hashing.
 _START_WAIT_S = 0.0005
+
+
+def bytes_to_hash(chunks: Sequence[np.ndarray], bases: Sequence[Base] | None = None) -> int:
+    """About how many bytes hashing ``chunks`` (each on from its base, if given) reads:
+    those past the base's end where its end state is kept and the chunk is longer (rows
+    appended to it: see :func:`chunk_hash_from`), all of a chunk's otherwise."""
+    if bases is None:
+        return sum(chunk.nbytes for chunk in chunks)
+    total = 0
+    for chunk, base in zip(chunks, bases, strict=True):
+        total += chunk.nbytes
+        if base is None or chunk.dtype.kind == "O" or not extendable(chunk.nbytes):
+            continue
+        with _KEPT_LOCK:
+            steps = _KEPT.get(base[1])
+        if steps is not None and chunk.nbytes > steps.nbytes:
+            total -= steps.nbytes
+    return total
 
 
 def _hash_started(
