@@ -26,6 +26,7 @@ import contextlib
 import functools
 import math
 import os
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -177,6 +178,9 @@ class RawDataStore:
         self.recent: dict[int, np.ndarray] = {}
         self._keep_recent = False
         self._lossless_filters: bool | None = None
+        #: Whether the hash table is one-dimensional, of the format's row type (found
+        #: on the first write): rows are then written with HDF5's calls alone.
+        self._plain_table: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -323,6 +327,7 @@ class RawDataStore:
             self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
         self.raw_data = self.group[RAW_DATA]
         self._hash_table = self.group[HASH_TABLE]
+        self._plain_table = None
         self._n_rows_read = None
         self.chunks = new.chunks
         self.dtype = new.dtype
@@ -775,22 +780,27 @@ class RawDataStore:
         c0 = self.chunks[0]
         n_new = len(digests)
         first = self.first_free_slot - n_new
-        rows = np.zeros(n_new, dtype=HASH_TABLE_DTYPE)
-        rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
-        starts = (first + np.arange(n_new, dtype=np.int64)) * c0
-        rows["shape"][:, 0] = starts
-        rows["shape"][:, 1] = starts + np.asarray(rows_used, dtype=np.int64)
+        # The rows' bytes, packed here (a row is a digest and two little-endian int64):
+        # numpy's assignments to the fields of a structured array cost more for a few.
+        packed = b"".join(
+            digest + _ROW_BOUNDS.pack(start, start + used)
+            for digest, start, used in zip(
+                digests, range(first * c0, (first + n_new) * c0, c0), rows_used, strict=True
+            )
+        )
+        rows = np.frombuffer(packed, dtype=HASH_TABLE_DTYPE)
         n_rows = self._n_rows
         table = self.hash_table
-        if table.dtype == HASH_TABLE_DTYPE and table.ndim == 1:
+        if self._plain_table is None:
+            self._plain_table = table.dtype == HASH_TABLE_DTYPE and table.ndim == 1
+        if self._plain_table:
             # HDF5's calls, with the memory type made once: h5py's resize and slice
             # assignment work out selections and the compound type on every call.
             table_id = table.id
             table_id.set_extent((n_rows + n_new,))
             file_space = table_id.get_space()
             file_space.select_hyperslab((n_rows,), (n_new,))
-            memory_space = h5py.h5s.create_simple((n_new,))
-            table_id.write(memory_space, file_space, rows, mtype=_hash_table_type())
+            table_id.write(_memory_space(n_new), file_space, rows, mtype=_hash_table_type())
         else:
             table.resize((n_rows + n_new,))
             table[n_rows:] = rows
@@ -944,6 +954,16 @@ class _BatchWriter:
             by_slot = self.store._by_slot
             if by_slot is not None:
                 by_slot.update((slot, digest) for digest, slot in self.pending.items())
+
+
+#: The two bounds (first row, row past the last) of a hash-table row, as stored.
+_ROW_BOUNDS = struct.Struct("=qq")  # native, as HASH_TABLE_DTYPE's int64
+
+
+@functools.lru_cache(maxsize=8)
+def _memory_space(count: int) -> h5py.h5s.SpaceID:
+    """The memory dataspace of ``count`` hash-table rows (never selected otherwise)."""
+    return h5py.h5s.create_simple((count,))
 
 
 @functools.cache
