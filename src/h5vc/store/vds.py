@@ -326,6 +326,11 @@ def group_runs(
     if count == 0:
         return []
     rows = runs.coords[:, 0]
+    max_chunks = max(1, max_elements // max(chunk_elements, 1))
+    if (max_chunks == 1 or max_runs <= 1) and _lone_in_one_column(runs, rows):
+        # No mapping may take two scattered runs and no two runs share an offset: one
+        # mapping each (a table grown by appends, every chunk rewritten as it filled).
+        return [[run] for run in range(count)]
     column = np.zeros(count, dtype=np.int64)
     if runs.coords.shape[1] > 1:
         other = runs.coords[:, 1:]
@@ -343,7 +348,6 @@ def group_runs(
     sizes = np.diff(bounds)
     groups = [order[a:b].tolist() for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size > 1]
     lone = np.sort(order[bounds[:-1][sizes == 1]])  # back in column, then row order
-    max_chunks = max(1, max_elements // max(chunk_elements, 1))
     if len(lone) and (max_chunks == 1 or max_runs <= 1):
         # A mapping of one chunk is full: each lone run keeps a mapping of its own (as
         # _deal_out would give it).
@@ -351,6 +355,16 @@ def group_runs(
     elif len(lone):
         groups += _deal_out(lone, runs, column, max_chunks, max_runs)
     return groups
+
+
+def _lone_in_one_column(runs: Runs, rows: np.ndarray) -> bool:
+    """Whether ``runs`` lie in one chunk column, each at an offset (slot minus chunk
+    row) of its own: no two share a mapping by offset (see :func:`group_runs`)."""
+    other = runs.coords[:, 1:]
+    if other.shape[1] and np.any(other != other[0]):
+        return False
+    offsets = (runs.slot - rows).tolist()
+    return len(set(offsets)) == len(offsets)
 
 
 def _deal_out(
