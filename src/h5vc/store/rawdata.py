@@ -1083,7 +1083,12 @@ def _stack_chunks(
             i = j
             continue
         slot = buffer[i * c0 : (i + 1) * c0]
-        slot[...] = fill
-        slot[tuple(slice(0, n) for n in chunks[i].shape)] = chunks[i]
+        rows = len(chunks[i])
+        if chunks[i].shape[1:] == chunk_shape[1:]:  # short along axis 0 only
+            slot[:rows] = chunks[i]
+            slot[rows:] = fill
+        else:
+            slot[...] = fill
+            slot[tuple(slice(0, n) for n in chunks[i].shape)] = chunks[i]
         i += 1
     return buffer
