@@ -20,6 +20,13 @@ where the new bytes equal the old ones byte for byte, and the old ones still hav
 xxh3 they had when hashed (a stored chunk altered since is caught there). The digest
 is the one :func:`chunk_hash` gives, only sooner: half a chunk's hashing on average
 for an edit at a random place, nearly all of it for rows appended to a chunk.
+
+The state at the end of a chunk's bytes is kept too (and the xxh3 of its bytes past
+the last whole step), so a chunk that starts with all of the old chunk's bytes (rows
+appended to it) is hashed over the new bytes only. Smaller chunks, down to
+:data:`MIN_ENDED_BYTES`, keep that end state alone when they are hashed on from the
+chunk they were staged from: the short last chunk of a table that grows by appends
+is rewritten at every commit until it is full, each time hashed over its new rows.
 """
 
 from __future__ import annotations
@@ -42,10 +49,12 @@ __all__ = [
     "chunk_hash_from",
     "forget_hash_states",
     "resumable",
+    "extendable",
     "Base",
     "fill_chunk_hash",
     "hash_in_batches",
     "hash_soon",
+    "bytes_to_hash",
     "PendingDigests",
     "fill_item",
     "may_be_fill",
@@ -96,7 +105,7 @@ def chunk_hash(chunk: np.ndarray) -> bytes:
         return hasher.digest()
     data = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1)
     if resumable(len(data)):
-        return _hash_steps(data, chunk.shape, [hashlib.sha256()], [])
+        return _hash_on(data, chunk.shape, RESUME_STEP, [hashlib.sha256()], [])
     hasher = hashlib.sha256(data.data)
     hasher.update(str(chunk.shape).encode("ascii"))
     return hasher.digest()
@@ -111,6 +120,11 @@ MIN_RESUMED_BYTES = config.MIN_RESUMED_BYTES
 RESUME_STEP = 256 << 10
 #: ... and at most this many states are kept in all (those of the chunks hashed last).
 KEPT_STATES = 16384
+#: A smaller chunk (of at least this many bytes, and of :data:`MIN_RESUMED_BYTES` if
+#: fewer) hashed on from the chunk it was staged from keeps only its state at the end
+#: of its bytes: rows appended to it next are all that is hashed (the edge chunk of a
+#: table that grows by appends is rewritten at every commit until it is full).
+MIN_ENDED_BYTES = 32 << 10
 
 
 def resumable(nbytes: int) -> bool:
@@ -118,17 +132,36 @@ def resumable(nbytes: int) -> bool:
     return MIN_RESUMED_BYTES > 0 and nbytes >= MIN_RESUMED_BYTES
 
 
+def extendable(nbytes: int) -> bool:
+    """Whether a chunk of ``nbytes`` hashed on from the chunk it was staged from keeps
+    at least its state at the end of its bytes (:data:`MIN_ENDED_BYTES`): a chunk
+    made of it and rows appended is hashed over the new rows only."""
+    return MIN_RESUMED_BYTES > 0 and nbytes >= min(MIN_RESUMED_BYTES, MIN_ENDED_BYTES)
+
+
 class _Steps:
     """What :func:`chunk_hash` keeps of a chunk's hashing: ``states[k]`` has read its
-    first ``k * RESUME_STEP`` bytes (never updated: copied to go on), ``marks`` the
-    xxh3-128 of each whole step, ``nbytes`` the length of the bytes hashed."""
+    first ``k * step`` bytes (never updated: copied to go on), ``marks`` the xxh3-128
+    of each whole step (none where ``step`` is 0: only the end is kept), ``end`` has
+    read all ``nbytes`` bytes hashed, whose ``tail`` is the xxh3-128 of those past the
+    last whole step."""
 
-    __slots__ = ("marks", "nbytes", "states")
+    __slots__ = ("end", "marks", "nbytes", "states", "step", "tail")
 
-    def __init__(self, states: list[Any], marks: list[bytes], nbytes: int):
+    def __init__(
+        self, states: list[Any], marks: list[bytes], nbytes: int, step: int, end: Any, tail: bytes
+    ):
         self.states = states
         self.marks = marks
         self.nbytes = nbytes
+        self.step = step
+        self.end = end
+        self.tail = tail
+
+    @property
+    def count(self) -> int:
+        """The hash states held (the end's among them)."""
+        return len(self.states) + 1
 
 
 _KEPT: collections.OrderedDict[bytes, _Steps] = collections.OrderedDict()
@@ -141,12 +174,12 @@ def _keep(digest: bytes, steps: _Steps) -> None:
     with _KEPT_LOCK:
         old = _KEPT.pop(digest, None)
         if old is not None:
-            _kept_states -= len(old.states)
+            _kept_states -= old.count
         _KEPT[digest] = steps
-        _kept_states += len(steps.states)
+        _kept_states += steps.count
         while _kept_states > KEPT_STATES and _KEPT:
             _, dropped = _KEPT.popitem(last=False)
-            _kept_states -= len(dropped.states)
+            _kept_states -= dropped.count
 
 
 def _kept(digest: bytes) -> _Steps | None:
@@ -165,30 +198,58 @@ def forget_hash_states() -> None:
         _kept_states = 0
 
 
-def _hash_steps(
-    data: np.ndarray, shape: tuple[int, ...], states: list[Any], marks: list[bytes]
+def _hash_on(
+    data: np.ndarray,
+    shape: tuple[int, ...],
+    step: int,
+    states: list[Any],
+    marks: list[bytes],
+    hasher: Any = None,
+    position: int | None = None,
 ) -> bytes:
     """The digest of ``data`` (bytes of a chunk of ``shape``) hashed on from
-    ``states[-1]``, which has read the first ``len(states) - 1`` steps (``marks`` of
-    them); the states and marks of every whole step are kept under the digest."""
+    ``hasher``, which has read its first ``position`` bytes (by default a copy of
+    ``states[-1]``, which has read ``len(states) - 1`` steps of ``step`` bytes);
+    ``states`` and ``marks`` are those of the whole steps before ``position``. The
+    states and marks of every whole step (none where ``step`` is 0), and the state at
+    the end of ``data``, are kept under the digest."""
     import xxhash
 
-    step = RESUME_STEP
-    position = (len(states) - 1) * step
-    hasher = states[-1].copy()
+    if hasher is None:
+        hasher = states[-1].copy()
+        position = (len(states) - 1) * step
+    assert position is not None
     end = len(data)
-    while position + step <= end:
-        block = data[position : position + step]
-        hasher.update(block.data)
-        marks.append(xxhash.xxh3_128_digest(block.data))
-        states.append(hasher.copy())
-        position += step
+    if step:
+        boundary = (position // step + 1) * step
+        while boundary <= end:
+            hasher.update(data[position:boundary].data)
+            marks.append(xxhash.xxh3_128_digest(data[boundary - step : boundary].data))
+            states.append(hasher.copy())
+            position = boundary
+            boundary += step
     if position < end:
         hasher.update(data[position:].data)
+    last = hasher.copy()
+    tail = xxhash.xxh3_128_digest(data[len(marks) * step :].data)
     hasher.update(str(shape).encode("ascii"))
-    digest = hasher.digest()
-    _keep(digest, _Steps(states, marks, end))
+    digest: bytes = hasher.digest()
+    _keep(digest, _Steps(states, marks, end, step, last, tail))
     return digest
+
+
+def _hash_kept(chunk: np.ndarray) -> bytes:
+    """:func:`chunk_hash` of ``chunk`` (not of strings), keeping its states where it is
+    large enough (:func:`resumable`), else its end state where it keeps that
+    (:func:`extendable`)."""
+    import hashlib
+
+    data = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1)
+    if resumable(len(data)):
+        return _hash_on(data, chunk.shape, RESUME_STEP, [hashlib.sha256()], [])
+    if extendable(len(data)):
+        return _hash_on(data, chunk.shape, 0, [hashlib.sha256()], [])
+    return chunk_hash(chunk)
 
 
 def chunk_hash_from(
@@ -198,25 +259,27 @@ def chunk_hash_from(
     hashed as ``old_digest`` where ``chunk``'s bytes equal ``old``'s (the old chunk's
     bytes as read now, in C order, or a function reading them: called only if states
     are kept, and an ``OSError`` from it means no bytes) and ``old``'s still match
-    what was hashed."""
-    import hashlib
-
+    what was hashed: from the end of the old bytes where ``chunk`` starts with all of
+    them (rows appended), else from the last whole step they agree on. The states of
+    ``chunk`` are kept (its end state at least, where :func:`extendable`)."""
     import xxhash
 
-    steps = _kept(old_digest) if chunk.dtype.kind != "O" and resumable(chunk.nbytes) else None
-    if steps is None:
+    if chunk.dtype.kind == "O" or not extendable(chunk.nbytes):
         return chunk_hash(chunk)
+    steps = _kept(old_digest)
+    if steps is None:
+        return _hash_kept(chunk)
     if callable(old):
         try:
             old = old()
         except OSError:
-            return chunk_hash(chunk)
+            return _hash_kept(chunk)
     if old.dtype.kind == "O" or old.nbytes != steps.nbytes:
-        return chunk_hash(chunk)
+        return _hash_kept(chunk)
     data = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1)
     before = np.ascontiguousarray(old).view(np.uint8).reshape(-1)
-    step = RESUME_STEP
-    whole = min(len(data), len(before)) // step
+    step = steps.step
+    whole = min(len(data), len(before)) // step if step else 0
     same = 0
     while same < whole:
         block = before[same * step : (same + 1) * step]
@@ -225,9 +288,18 @@ def chunk_hash_from(
         if xxhash.xxh3_128_digest(block.data) != steps.marks[same]:
             break  # the old chunk is not the one hashed from here
         same += 1
+    if same == len(steps.marks) and len(data) >= len(before):
+        # Every whole step of the old bytes is the new chunk's: the rest of them too?
+        rest = before[same * step :]
+        if (
+            np.array_equal(data[same * step : len(before)], rest)
+            and xxhash.xxh3_128_digest(rest.data) == steps.tail
+        ):
+            marks, states = steps.marks[:same], steps.states[: same + 1]
+            return _hash_on(data, chunk.shape, step, states, marks, steps.end.copy(), len(before))
     if same == 0:
-        return _hash_steps(data, chunk.shape, [hashlib.sha256()], [])
-    return _hash_steps(data, chunk.shape, steps.states[: same + 1], steps.marks[:same])
+        return _hash_kept(chunk)
+    return _hash_on(data, chunk.shape, step, steps.states[: same + 1], steps.marks[:same])
 
 
 #: The chunk a staged chunk was made from, to hash on from (:func:`chunk_hash_from`):
@@ -478,6 +550,24 @@ def hash_soon(
 
 #: How long :func:`hash_soon` waits at most for its threads to start hashing.
 _START_WAIT_S = 0.0005
+
+
+def bytes_to_hash(chunks: Sequence[np.ndarray], bases: Sequence[Base] | None = None) -> int:
+    """About how many bytes hashing ``chunks`` (each on from its base, if given) reads:
+    those past the base's end where its end state is kept and the chunk is longer (rows
+    appended to it: see :func:`chunk_hash_from`), all of a chunk's otherwise."""
+    if bases is None:
+        return sum(chunk.nbytes for chunk in chunks)
+    total = 0
+    for chunk, base in zip(chunks, bases, strict=True):
+        total += chunk.nbytes
+        if base is None or chunk.dtype.kind == "O" or not extendable(chunk.nbytes):
+            continue
+        with _KEPT_LOCK:
+            steps = _KEPT.get(base[1])
+        if steps is not None and chunk.nbytes > steps.nbytes:
+            total -= steps.nbytes
+    return total
 
 
 def _hash_started(

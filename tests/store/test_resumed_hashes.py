@@ -46,16 +46,27 @@ def sha256_of(chunk: np.ndarray) -> bytes:
 
 @pytest.fixture
 def resumed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of steps each hash went on from (0: hashed from the start)."""
-    counts: list[int] = []
-    real = hashing._hash_steps
+    """The number of whole steps each hash went on from (0: hashed from the start)."""
+    return counting_resumes(monkeypatch, STEP)
 
-    def counting(data, shape, states, marks):  # type: ignore[no-untyped-def]
-        counts.append(len(states) - 1)
-        return real(data, shape, states, marks)
 
-    monkeypatch.setattr(hashing, "_hash_steps", counting)
-    return counts
+@pytest.fixture
+def resumed_at(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The byte each hash went on from (0: hashed from the start)."""
+    return counting_resumes(monkeypatch, 1)
+
+
+def counting_resumes(monkeypatch: pytest.MonkeyPatch, unit: int) -> list[int]:
+    """Where each hash that keeps states went on from, in ``unit`` bytes."""
+    positions: list[int] = []
+    real = hashing._hash_on
+
+    def counting(data, shape, step, states, marks, hasher=None, position=None):  # type: ignore[no-untyped-def]
+        positions.append(((len(states) - 1) * step if position is None else position) // unit)
+        return real(data, shape, step, states, marks, hasher, position)
+
+    monkeypatch.setattr(hashing, "_hash_on", counting)
+    return positions
 
 
 def test_an_edit_is_hashed_from_the_step_it_falls_in(resumed: list[int]) -> None:
@@ -296,3 +307,113 @@ def test_a_chunk_altered_on_disk_is_not_hashed_on_from(tmp_path: Path, resumed: 
         start, stop = row["shape"]
         assert row["hash"].tobytes() == sha256_of(f["_version_data/x/raw_data"][start:stop])
     assert resumed == [0]  # the marks of step 0 no longer match: hashed from the start
+
+
+# -- the state at the end of a chunk: rows appended ----------------------------------------
+
+
+def test_rows_appended_are_hashed_from_the_end_of_the_old_bytes(resumed_at: list[int]) -> None:
+    old = np.arange(3000, dtype=np.int64).reshape(1000, 3)  # 24,000 bytes
+    digest = hashing.chunk_hash(old)
+    grown = np.concatenate([old, np.full((500, 3), 7, dtype=np.int64)])
+    assert hashing.chunk_hash_from(grown, old, digest) == sha256_of(grown)
+    assert resumed_at[-1] == 24000
+    again = np.concatenate([grown, np.full((9, 3), 1, dtype=np.int64)])
+    assert hashing.chunk_hash_from(again, grown, sha256_of(grown)) == sha256_of(again)
+    assert resumed_at[-1] == 36000
+    same = grown.reshape(-1)  # the same bytes, another shape
+    assert hashing.chunk_hash_from(same, grown, sha256_of(grown)) == sha256_of(same)
+    assert resumed_at[-1] == 36000
+
+
+@pytest.fixture
+def ended_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of these tests too small to keep states every step: only their end."""
+    monkeypatch.setattr(hashing, "MIN_RESUMED_BYTES", 1 << 20)
+    monkeypatch.setattr(hashing, "MIN_ENDED_BYTES", 2 * STEP)
+
+
+@pytest.mark.usefixtures("ended_only")
+def test_a_small_chunk_hashed_from_its_base_keeps_its_end(resumed_at: list[int]) -> None:
+    rng = np.random.default_rng(5)
+    old = rng.random((300, 2))  # 4,800 bytes
+    digest = hashing.chunk_hash(old)
+    assert hashing._kept(digest) is None  # hashed alone: nothing kept
+    grown = np.concatenate([old, rng.random((100, 2))])
+    assert hashing.chunk_hash_from(grown, old, digest) == sha256_of(grown)
+    assert resumed_at == [0]  # no state of the old chunk: hashed whole, its end kept
+    kept = hashing._kept(sha256_of(grown))
+    assert kept is not None and kept.step == 0 and kept.marks == [] and kept.nbytes == 6400
+    more = np.concatenate([grown, rng.random((3, 2))])
+    assert hashing.chunk_hash_from(more, grown, sha256_of(grown)) == sha256_of(more)
+    assert resumed_at == [0, 6400]
+    small = old[:10]  # below MIN_ENDED_BYTES: nothing kept
+    assert hashing.chunk_hash_from(small, old[:5], sha256_of(old[:5])) == sha256_of(small)
+    assert hashing._kept(sha256_of(small)) is None and resumed_at == [0, 6400]
+
+
+@pytest.mark.usefixtures("ended_only")
+@pytest.mark.parametrize("where", ["edit", "altered", "shorter"])
+def test_a_small_chunk_not_grown_is_hashed_whole(where: str, resumed_at: list[int]) -> None:
+    """Only a chunk holding all of the old bytes, as hashed, goes on from their end."""
+    rng = np.random.default_rng(6)
+    old = rng.random((300, 2))
+    grown = np.concatenate([old, rng.random((100, 2))])
+    digest = hashing.chunk_hash_from(grown, old, hashing.chunk_hash(old))
+    read_now = grown.copy()
+    new = np.concatenate([grown, rng.random((50, 2))])
+    if where == "edit":
+        new[123, 1] = -1.0
+    elif where == "altered":  # the old chunk altered since it was hashed, the new made of it
+        read_now[7, 0] = 99.0
+        new[7, 0] = 99.0
+    else:
+        new = grown[:350].copy()
+    assert hashing.chunk_hash_from(new, read_now, digest) == sha256_of(new)
+    assert resumed_at[-1] == 0
+
+
+@pytest.mark.parametrize("where", ["tail", "step"])
+def test_an_altered_tail_stops_the_resume_from_the_end(where: str, resumed_at: list[int]) -> None:
+    old = np.arange(1100, dtype=np.float64)  # 8,800 bytes: 8 whole steps and a tail
+    digest = hashing.chunk_hash(old)
+    read_now = old.copy()
+    read_now[1090 if where == "tail" else 300] = -5.0  # byte 8720 (tail) or 2400 (step 2)
+    new = np.concatenate([read_now, np.ones(40)])
+    assert hashing.chunk_hash_from(new, read_now, digest) == sha256_of(new)
+    assert resumed_at[-1] == (8 * STEP if where == "tail" else 2 * STEP)
+
+
+@pytest.mark.usefixtures("ended_only")
+@pytest.mark.parametrize("how", ["open", "h5py"])
+def test_appended_rows_commit_true_digests(
+    tmp_path: Path, how: str, resumed_at: list[int], file_reads: list[int]
+) -> None:
+    """A table growing by appends: each commit rewrites its short last chunk, hashed on
+    from the end of the one before (kept from the last commit, or read from the file
+    when it was opened anew)."""
+    path = tmp_path / "appends.h5"
+    rng = np.random.default_rng(8)
+    table = rng.random((40, 3))
+    with opened(path, how) as vf, vf.stage_version("v0") as g:
+        g.create_dataset("x", data=table, chunks=(256, 3))
+    positions = []
+    for number in range(1, 16):
+        rows = rng.random((int(rng.integers(1, 60)), 3))
+        with opened(path, how) as vf:
+            for again in range(2):  # twice in one opening, then the file is closed
+                before = len(table)
+                table = np.concatenate([table, rows])
+                with vf.stage_version(f"v{number}-{again}") as g:
+                    g["x"].resize((len(table), 3))
+                    g["x"][before:] = rows
+                positions.append((before % 256) * 24 if before % 256 else 0)
+    with opened(path, how) as vf:
+        np.testing.assert_array_equal(vf["v15-1"]["x"][:], table)
+        np.testing.assert_array_equal(vf["v7-0"]["x"][:], table[: vf["v7-0"]["x"].shape[0]])
+    assert_digests_true(path)
+    # Where the old last chunk was large enough (2 KiB) and not full, the new one was
+    # hashed from its end, the old bytes kept from the last commit or read from the file.
+    assert sum(1 for at in resumed_at if at > 0) >= 10
+    assert set(resumed_at) - {0} <= set(positions)
+    assert file_reads

@@ -353,3 +353,31 @@ def test_forked_child_hashes_early() -> None:
     assert hashing.hash_soon([np.zeros(8)]).result() == [hashing.chunk_hash(np.zeros(8))]
     ones = [hashing.chunk_hash(np.ones(8))]
     assert run_in_child(lambda: hashing.hash_soon([np.ones(8)]).result() == ones, 10) == "ok"
+
+
+def test_rows_appended_are_too_few_to_hash_early(tmp_path: Path, early_hashes: list[int]) -> None:
+    """A commit growing a table's last chunk to full and starting the next one stages
+    more than EARLY_HASH_MIN_BYTES, but only the rows appended are left to hash (the old
+    chunk's end state is kept): it goes the serial way. An edit of the full chunk is
+    hashed early, as before."""
+    path = tmp_path / "appends.h5"
+    rng = np.random.default_rng(9)
+    table = rng.random((5500, 8))  # chunks of (4096, 8): 256 KiB
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v0") as g:
+            g.create_dataset("t", data=table[:2000], chunks=(4096, 8))
+        for name, (start, stop) in {"v1": (2000, 3000), "v2": (3000, 4500)}.items():
+            with vf.stage_version(name) as g:
+                g["t"].resize((stop, 8))
+                g["t"][start:stop] = table[start:stop]
+        assert early_hashes == []  # v2: 288,000 bytes staged, 96,000 left to hash
+        assert hashing.bytes_to_hash([table[:4096], table[4096:4500]]) == 288000
+        with vf.stage_version("v3") as g:
+            g["t"][7] = -1.0
+        assert early_hashes == [1]
+        table[7] = -1.0
+    with h5py.File(path, "r") as f:
+        assert h5vc.verify(f).ok
+    with h5vc.open(str(path), "r") as vf:
+        np.testing.assert_array_equal(vf["v3"]["t"][()], table[:4500])
+        np.testing.assert_array_equal(vf["v2"]["t"][4000:], table[4000:4500])

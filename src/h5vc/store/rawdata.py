@@ -26,6 +26,7 @@ import contextlib
 import functools
 import math
 import os
+import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from h5vc.hashing import (
     HASH_BATCH_BYTES,
     Base,
     chunk_hash,
+    extendable,
     fill_chunk_hash,
     fill_item,
     hash_in_batches,
@@ -176,6 +178,9 @@ class RawDataStore:
         self.recent: dict[int, np.ndarray] = {}
         self._keep_recent = False
         self._lossless_filters: bool | None = None
+        #: Whether the hash table is one-dimensional, of the format's row type (found
+        #: on the first write): rows are then written with HDF5's calls alone.
+        self._plain_table: bool | None = None
 
     def _open_member(self, name: str) -> h5py.Dataset:
         """The dataset ``name`` of the store's group, its header checked before HDF5
@@ -322,6 +327,7 @@ class RawDataStore:
             self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
         self.raw_data = self.group[RAW_DATA]
         self._hash_table = self.group[HASH_TABLE]
+        self._plain_table = None
         self._n_rows_read = None
         self.chunks = new.chunks
         self.dtype = new.dtype
@@ -463,25 +469,50 @@ class RawDataStore:
         ``fd`` where it is stored as it is, on the thread that hashes), cut to the
         shape it was hashed at, and its digest. None for a chunk too small to hash on
         from, or with no such chunk, or one stored filtered; None in all for chunks of
-        variable-length strings."""
-        if not chunks or chunks[0].dtype.kind == "O" or not resumable(chunks[0].nbytes):
+        variable-length strings. A chunk too small to keep its hash states
+        (:func:`~h5vc.hashing.resumable`) has a base only where it is the old chunk
+        with rows appended (:func:`~h5vc.hashing.extendable`): the short last chunk
+        along axis 0 grown."""
+        if not chunks or chunks[0].dtype.kind == "O":
+            return None
+        full = math.prod(self.chunks) * chunks[0].itemsize
+        if not extendable(full):
+            return None
+        grid = base_slots.shape
+        c0 = self.chunks[0]
+        # The base's last chunk row along axis 0, if short: appends grow its chunks.
+        last_row = len(grid) and grid[0] - 1
+        grown = len(grid) > 0 and grid[0] > 0 and base_shape[0] - last_row * c0 < c0
+        if not grown and not resumable(full):
             return None
         by_slot = self._by_slot
         if by_slot is None:
             by_slot = self._by_slot = {slot: digest for digest, slot in self.index.items()}
-        grid = base_slots.shape
         bases: list[Base] = []
+        found = False
         for coord, chunk in zip(coords, chunks, strict=True):
+            nbytes = chunk.nbytes
             inside = len(coord) == len(grid) and all(c < n for c, n in zip(coord, grid))
-            slot = int(base_slots[coord]) if inside else -1
-            digest = by_slot.get(slot) if slot >= 0 and resumable(chunk.nbytes) else None
-            if digest is None:
+            if not inside or not (
+                resumable(nbytes) or (grown and coord[0] == last_row and extendable(nbytes))
+            ):
                 bases.append(None)
                 continue
             shape = tuple(min(c, n - i * c) for i, c, n in zip(coord, self.chunks, base_shape))
-            reader = self._stored_chunk(slot, shape, fd)
-            bases.append(None if reader is None else (reader, digest))
-        return bases
+            if not resumable(nbytes) and not (
+                shape[0] < chunk.shape[0] and shape[1:] == chunk.shape[1:]
+            ):
+                bases.append(None)  # not the old chunk with rows appended
+                continue
+            slot = int(base_slots[coord])
+            digest = by_slot.get(slot) if slot >= 0 else None
+            reader = None if digest is None else self._stored_chunk(slot, shape, fd)
+            if reader is None or digest is None:
+                bases.append(None)
+                continue
+            bases.append((reader, digest))
+            found = True
+        return bases if found else None
 
     def _stored_chunk(
         self, slot: int, shape: tuple[int, ...], fd: int | None
@@ -749,22 +780,27 @@ class RawDataStore:
         c0 = self.chunks[0]
         n_new = len(digests)
         first = self.first_free_slot - n_new
-        rows = np.zeros(n_new, dtype=HASH_TABLE_DTYPE)
-        rows["hash"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, 32)
-        starts = (first + np.arange(n_new, dtype=np.int64)) * c0
-        rows["shape"][:, 0] = starts
-        rows["shape"][:, 1] = starts + np.asarray(rows_used, dtype=np.int64)
+        # The rows' bytes, packed here (a row is a digest and two little-endian int64):
+        # numpy's assignments to the fields of a structured array cost more for a few.
+        packed = b"".join(
+            digest + _ROW_BOUNDS.pack(start, start + used)
+            for digest, start, used in zip(
+                digests, range(first * c0, (first + n_new) * c0, c0), rows_used, strict=True
+            )
+        )
+        rows = np.frombuffer(packed, dtype=HASH_TABLE_DTYPE)
         n_rows = self._n_rows
         table = self.hash_table
-        if table.dtype == HASH_TABLE_DTYPE and table.ndim == 1:
+        if self._plain_table is None:
+            self._plain_table = table.dtype == HASH_TABLE_DTYPE and table.ndim == 1
+        if self._plain_table:
             # HDF5's calls, with the memory type made once: h5py's resize and slice
             # assignment work out selections and the compound type on every call.
             table_id = table.id
             table_id.set_extent((n_rows + n_new,))
             file_space = table_id.get_space()
             file_space.select_hyperslab((n_rows,), (n_new,))
-            memory_space = h5py.h5s.create_simple((n_new,))
-            table_id.write(memory_space, file_space, rows, mtype=_hash_table_type())
+            table_id.write(_memory_space(n_new), file_space, rows, mtype=_hash_table_type())
         else:
             table.resize((n_rows + n_new,))
             table[n_rows:] = rows
@@ -920,6 +956,16 @@ class _BatchWriter:
                 by_slot.update((slot, digest) for digest, slot in self.pending.items())
 
 
+#: The two bounds (first row, row past the last) of a hash-table row, as stored.
+_ROW_BOUNDS = struct.Struct("=qq")  # native, as HASH_TABLE_DTYPE's int64
+
+
+@functools.lru_cache(maxsize=8)
+def _memory_space(count: int) -> h5py.h5s.SpaceID:
+    """The memory dataspace of ``count`` hash-table rows (never selected otherwise)."""
+    return h5py.h5s.create_simple((count,))
+
+
 @functools.cache
 def _hash_table_type() -> h5py.h5t.TypeID:
     """The HDF5 memory type of hash-table rows."""
@@ -1037,7 +1083,12 @@ def _stack_chunks(
             i = j
             continue
         slot = buffer[i * c0 : (i + 1) * c0]
-        slot[...] = fill
-        slot[tuple(slice(0, n) for n in chunks[i].shape)] = chunks[i]
+        rows = len(chunks[i])
+        if chunks[i].shape[1:] == chunk_shape[1:]:  # short along axis 0 only
+            slot[:rows] = chunks[i]
+            slot[rows:] = fill
+        else:
+            slot[...] = fill
+            slot[tuple(slice(0, n) for n in chunks[i].shape)] = chunks[i]
         i += 1
     return buffer

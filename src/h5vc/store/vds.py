@@ -326,6 +326,11 @@ def group_runs(
     if count == 0:
         return []
     rows = runs.coords[:, 0]
+    max_chunks = max(1, max_elements // max(chunk_elements, 1))
+    if (max_chunks == 1 or max_runs <= 1) and _lone_in_one_column(runs, rows):
+        # No mapping may take two scattered runs and no two runs share an offset: one
+        # mapping each (a table grown by appends, every chunk rewritten as it filled).
+        return [[run] for run in range(count)]
     column = np.zeros(count, dtype=np.int64)
     if runs.coords.shape[1] > 1:
         other = runs.coords[:, 1:]
@@ -343,11 +348,23 @@ def group_runs(
     sizes = np.diff(bounds)
     groups = [order[a:b].tolist() for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size > 1]
     lone = np.sort(order[bounds[:-1][sizes == 1]])  # back in column, then row order
-    if len(lone):
-        groups += _deal_out(
-            lone, runs, column, max(1, max_elements // max(chunk_elements, 1)), max_runs
-        )
+    if len(lone) and (max_chunks == 1 or max_runs <= 1):
+        # A mapping of one chunk is full: each lone run keeps a mapping of its own (as
+        # _deal_out would give it).
+        groups += [[run] for run in lone.tolist()]
+    elif len(lone):
+        groups += _deal_out(lone, runs, column, max_chunks, max_runs)
     return groups
+
+
+def _lone_in_one_column(runs: Runs, rows: np.ndarray) -> bool:
+    """Whether ``runs`` lie in one chunk column, each at an offset (slot minus chunk
+    row) of its own: no two share a mapping by offset (see :func:`group_runs`)."""
+    other = runs.coords[:, 1:]
+    if other.shape[1] and np.any(other != other[0]):
+        return False
+    offsets = (runs.slot - rows).tolist()
+    return len(set(offsets)) == len(offsets)
 
 
 def _deal_out(
@@ -415,9 +432,13 @@ class _Blocks:
         row_bytes = 2 * self.ndim * 4
         virtual = np.concatenate([self.vstart, vstop], axis=1)[flat].astype("<u4").tobytes()
         source = np.concatenate([self.sstart, sstop], axis=1)[flat].astype("<u4").tobytes()
-        headers = _selection_headers(sizes, self.ndim).tobytes()
         first = b".\0" + raw_name + b"\0" + _extent_bytes(sspace)
         middle = _extent_bytes(vspace)
+        if len(sizes) and sizes.min() == sizes.max():
+            return _same_size_entries(
+                first, middle, int(sizes[0]), len(sizes), self.ndim, source, virtual
+            )
+        headers = _selection_headers(sizes, self.ndim).tobytes()
         parts: list[bytes] = []
         begin = 0
         for number, end in enumerate((np.cumsum(sizes) * row_bytes).tolist()):
@@ -468,6 +489,28 @@ class _Blocks:
                 select_virtual(tuple(vstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
                 select_source(tuple(sstarts[i]), ones, block=tuple(blocks[i]), op=h5s.SELECT_OR)
             set_virtual(vspace, b".", raw_name, sspace)
+
+
+def _same_size_entries(
+    first: bytes, middle: bytes, size: int, count: int, ndim: int, source: bytes, virtual: bytes
+) -> bytes:
+    """:meth:`_Blocks.entries` of ``count`` mappings of ``size`` blocks each (every
+    lone run its own mapping, most often): each entry of the same length, laid out
+    side by side in one array rather than joined one by one."""
+    header = _selection_headers(np.array([size], dtype=np.int64), ndim).tobytes()
+    body = size * 2 * ndim * 4
+    # (bytes, whether they hold one row per mapping or are the same in every one)
+    parts: list[tuple[bytes, bool]] = [(first, False), (header, False), (source, True)]
+    parts += [(middle, False), (header, False), (virtual, True)]
+    width = sum(body if rows else len(part) for part, rows in parts)
+    table = np.empty((count, width), dtype=np.uint8)
+    at = 0
+    for part, rows in parts:
+        values = np.frombuffer(part, dtype=np.uint8)
+        size_of = body if rows else len(part)
+        table[:, at : at + size_of] = values.reshape(count, body) if rows else values
+        at += size_of
+    return table.tobytes()
 
 
 def _extent_bytes(space: h5s.SpaceID) -> bytes:

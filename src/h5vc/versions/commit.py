@@ -23,7 +23,7 @@ from h5vc.errors import (
     TimestampOrderError,
     VersionExistsError,
 )
-from h5vc.hashing import HASH_BATCH_BYTES, Base, PendingDigests, hash_soon
+from h5vc.hashing import HASH_BATCH_BYTES, Base, PendingDigests, bytes_to_hash, hash_soon
 from h5vc.staging import StagedChangesArray
 from h5vc.store import (
     ChunkMap,
@@ -443,15 +443,21 @@ def _hash_early(state: FileState, root: GroupCommit) -> dict[int, _Changes]:
             eligible.append((spec, changes))
             total += nbytes
     if EARLY_HASH_MIN_BYTES <= total <= EARLY_HASH_MAX_BYTES:
+        planned = []
         for spec, changes in eligible:
-            nbytes = sum(chunk.nbytes for chunk in changes.chunks)
             store = (
                 None if spec.raw_data is None else state.stores.holding(spec.path, spec.raw_data)
             )
-            bases = None if store is None else _bases(state, spec, store, changes)
-            changes.digests = hash_soon(
-                changes.chunks, copy=RawDataStore.keeps_written(nbytes), bases=bases
+            planned.append(
+                (changes, None if store is None else _bases(state, spec, store, changes))
             )
+        # Chunks grown by appended rows are hashed over those rows only: maybe too few.
+        if sum(bytes_to_hash(c.chunks, bases) for c, bases in planned) >= EARLY_HASH_MIN_BYTES:
+            for changes, bases in planned:
+                nbytes = sum(chunk.nbytes for chunk in changes.chunks)
+                changes.digests = hash_soon(
+                    changes.chunks, copy=RawDataStore.keeps_written(nbytes), bases=bases
+                )
     return found
 
 
