@@ -42,6 +42,24 @@ def test_an_attribute_is_written_as_h5py_writes_it(tmp_path: Path, value: object
         assert list(ours.attrs) == ["a"]
 
 
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_an_attribute_of_a_new_object_is_written_as_h5py_writes_it(
+    tmp_path: Path, value: object
+) -> None:
+    """``new=True`` (an object just created: no attribute looked for) writes the same."""
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ours, theirs = f.create_group("ours"), f.create_group("theirs")
+        assert fastattrs.write(ours, "a", value, new=True)
+        tree.write_attrs(ours, {"b": value, "c": [1.5]}, new=True)
+        theirs.attrs["a"] = value
+        for name in ("a", "b"):
+            mine, reference = ours.attrs.get_id(name), theirs.attrs.get_id("a")
+            assert mine.get_type() == reference.get_type()
+            assert mine.shape == reference.shape
+            assert np.array_equal(ours.attrs[name], theirs.attrs["a"])
+        assert list(ours.attrs) == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize(
     "value",
     [1, 2.5, np.float64(1.0), np.int32(3), np.asarray([1.0]), np.zeros((2, 2), dtype=np.int64)],

@@ -42,9 +42,11 @@ def _kind(key: str) -> tuple[h5t.TypeID, h5t.TypeID, h5s.SpaceID]:
     return found
 
 
-def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
+def write(obj: h5py.HLObject, name: str, value: Any, *, new: bool = False) -> bool:
     """Write attribute ``name`` of ``obj`` (replacing one of that name) if ``value`` is
-    of a kind written here; False (nothing written) otherwise."""
+    of a kind written here; False (nothing written) otherwise. ``new``: ``obj`` is
+    known to have no attribute ``name`` (an object just created), so none is looked
+    for."""
     if type(value) is str:
         tid, mtype, space = _kind("str")
         data = np.array(value, dtype=_STR)
@@ -66,7 +68,7 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
     else:
         return False
     key = name.encode()
-    if h5a.exists(obj.id, key):
+    if not new and h5a.exists(obj.id, key):
         if _rewrite(obj, key, tid, data, mtype):
             return True
         h5a.delete(obj.id, key)
