@@ -6,7 +6,8 @@ stores after a version-2 object header's blocks, an extensible array's blocks an
 virtual dataset's mapping list) runs here in C, about 100 times faster than the same
 function in Python (:func:`h5vc.hdf5.header.checksum` falls back to Python where the
 library cannot be found), and :func:`plist_codec` encodes and decodes property lists
-(``H5Pencode2``/``H5Pdecode``, which h5py does not wrap). :func:`loaded_hdf5` finds the library among the files
+(``H5Pencode2``/``H5Pdecode``, which h5py does not wrap), and :func:`small_transfer` makes a
+transfer property list with a small conversion buffer (``H5Pset_buffer``). :func:`loaded_hdf5` finds the library among the files
 mapped into the process (or in h5py's wheel); it is opened only if it is loaded
 already, so h5vc never loads a second copy of HDF5.
 """
@@ -21,7 +22,15 @@ from typing import NamedTuple
 
 import h5py
 
-__all__ = ["OPEN_LOADED", "PlistCodec", "hdf5_library", "loaded_hdf5", "lookup3", "plist_codec"]
+__all__ = [
+    "OPEN_LOADED",
+    "PlistCodec",
+    "hdf5_library",
+    "loaded_hdf5",
+    "lookup3",
+    "plist_codec",
+    "small_transfer",
+]
 
 #: dlopen flags: only a library already loaded (where the flag exists).
 OPEN_LOADED = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_NOLOAD", 0)
@@ -146,3 +155,38 @@ def plist_codec() -> PlistCodec | None:
         return plist
 
     return PlistCodec(encode, decode_dcpl)
+
+
+#: The type-conversion buffer of :func:`small_transfer`, in bytes.
+SMALL_TRANSFER_BUFFER = 4096
+
+
+@functools.cache
+def small_transfer() -> h5py.h5p.PropDXID | None:
+    """A dataset transfer property list whose type-conversion buffer is
+    :data:`SMALL_TRANSFER_BUFFER` bytes (``H5Pset_buffer``), or None where the library
+    or the symbol cannot be found.
+
+    HDF5 allocates the conversion buffer of a write that converts (variable-length
+    strings do) at the list's size, 1 MiB by default, and zeroes it, whatever the
+    number of elements: a write of one string costs a 1 MiB ``calloc`` (and, when
+    HDF5's free lists are collected, a 1 MiB ``free``). A write of a few elements
+    of a few bytes needs a buffer of a few bytes. Made once; the caller must not
+    change it."""
+    library = hdf5_library()
+    if library is None:
+        return None
+    try:
+        set_buffer = library.H5Pset_buffer
+    except AttributeError:
+        return None
+    set_buffer.argtypes = [ctypes.c_int64, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p]
+    set_buffer.restype = ctypes.c_int
+    from h5py import h5p
+    from h5py._objects import phil
+
+    dxpl = h5p.create(h5p.DATASET_XFER)
+    with phil:
+        if set_buffer(dxpl.id, SMALL_TRANSFER_BUFFER, None, None) < 0:
+            return None
+    return dxpl

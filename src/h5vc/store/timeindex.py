@@ -22,7 +22,7 @@ are scanned).
 Files written before the index moved keep it at ``_version_data/__version_index__``;
 it is read there and moved next to ``_version_data`` on the next write.
 
-The index only imports h5py and numpy, so the commit code can call
+The index imports only h5py, numpy and h5vc.hdf5.clib, so the commit code can call
 :func:`append_entry` after writing the commit marker and
 :func:`lookup` before falling back to a scan.  Ties are ordered by name, as in
 ``VersionLog``.
@@ -34,6 +34,8 @@ from collections.abc import Iterable
 
 import h5py
 import numpy as np
+
+from h5vc.hdf5.clib import small_transfer
 
 __all__ = [
     "INDEX_NAME",
@@ -259,11 +261,12 @@ def _read_one(dataset: h5py.h5d.DatasetID, i: int, dtype: np.dtype) -> np.ndarra
 
 
 def _append_one(dataset: h5py.h5d.DatasetID, n: int, value: np.ndarray) -> None:
-    """Grow a 1-d dataset of ``n`` elements by one and write ``value`` (one element) there."""
+    """Grow a 1-d dataset of ``n`` elements by one and write ``value`` (one element) there
+    (with a small conversion buffer: see :func:`~h5vc.hdf5.clib.small_transfer`)."""
     dataset.set_extent((n + 1,))
     space = dataset.get_space()
     space.select_hyperslab((n,), (1,))
-    dataset.write(_ONE, space, value, mtype=_memory_type(value.dtype))
+    dataset.write(_ONE, space, value, mtype=_memory_type(value.dtype), dxpl=small_transfer())
 
 
 #: The memory dataspace of one element.
