@@ -148,9 +148,15 @@ def test_commits_after_a_deletion_are_found_by_time(tmp_path: Path) -> None:
         assert vf[at(4.5)]["x"][0] == 4
 
 
-def test_the_small_transfer_list_writes_strings_as_the_default_one(tmp_path: Path) -> None:
-    """Appends write through a transfer list with a small conversion buffer: a string
-    longer than the buffer is written whole, and the columns read back as written."""
+@pytest.mark.parametrize("hdf5_calls", [True, False], ids=["hdf5 calls", "h5py"])
+def test_the_small_transfer_list_writes_strings_as_the_default_one(
+    tmp_path: Path, hdf5_calls: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends write through a transfer list with a small conversion buffer (with HDF5's
+    calls alone, or through h5py): a string longer than the buffer is written whole,
+    and the columns read back as written."""
+    if not hdf5_calls:
+        monkeypatch.setattr(timeindex, "short_writes", lambda: None)
     from h5vc.hdf5.clib import SMALL_TRANSFER_BUFFER
 
     long_name = "v" * (3 * SMALL_TRANSFER_BUFFER)
