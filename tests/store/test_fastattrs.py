@@ -185,3 +185,18 @@ def test_the_hdf5_calls_are_those_of_h5pys_library() -> None:
     calls = short_writes()
     assert calls is not None  # h5py's library is found among the mapped files here
     assert calls is short_writes()
+
+
+@pytest.mark.parametrize("hdf5_calls", [True, False], ids=["hdf5 calls", "h5py"])
+def test_a_new_attribute_of_a_name_taken_raises_and_changes_nothing(
+    tmp_path: Path, hdf5_calls: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not hdf5_calls:
+        monkeypatch.setattr(fastattrs, "short_writes", lambda: None)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.attrs["a"] = "kept"
+        for value in ("other", np.int64(3), np.asarray([1, 2], dtype=np.int64)):
+            with pytest.raises(OSError):
+                fastattrs.write(f, "a", value, new=True)
+            assert f.attrs["a"] == "kept"
+            assert list(f.attrs) == ["a"]
