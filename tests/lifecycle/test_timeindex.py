@@ -146,3 +146,29 @@ def test_commits_after_a_deletion_are_found_by_time(tmp_path: Path) -> None:
         assert [name for _, name in timeindex.read_index(version_data)] == ["v0", "v2", "v3", "v4"]
         assert timeindex.lookup(version_data, at(3.5)) == "v3"
         assert vf[at(4.5)]["x"][0] == 4
+
+
+@pytest.mark.parametrize("hdf5_calls", [True, False], ids=["hdf5 calls", "h5py"])
+def test_the_small_transfer_list_writes_strings_as_the_default_one(
+    tmp_path: Path, hdf5_calls: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends write through a transfer list with a small conversion buffer (with HDF5's
+    calls alone, or through h5py): a string longer than the buffer is written whole,
+    and the columns read back as written."""
+    if not hdf5_calls:
+        monkeypatch.setattr(timeindex, "short_writes", lambda: None)
+    from h5vc.hdf5.clib import SMALL_TRANSFER_BUFFER
+
+    long_name = "v" * (3 * SMALL_TRANSFER_BUFFER)
+    with h5py.File(tmp_path / "f.h5", "w") as f:
+        version_data = f.create_group("_version_data")
+        timeindex.write_index(version_data, [], {})
+        stamps = [
+            np.datetime64("2030-01-01T00:00:00", "us") + np.timedelta64(i, "s") for i in range(3)
+        ]
+        names = ["a", long_name, "ü✓"]
+        logs = [{"parents": [], "message": "m" * 5000, "author": None}, {}, {"x": 1}]
+        for ts, name, log in zip(stamps, names, logs):
+            timeindex.append_entry(version_data, ts, name, log)
+        assert timeindex.read_index(version_data) == list(zip(stamps, names))
+        assert timeindex.read_log(version_data) == list(zip(stamps, names, logs))

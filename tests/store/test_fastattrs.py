@@ -8,6 +8,7 @@ import h5py
 import numpy as np
 import pytest
 
+from h5vc.hdf5.clib import short_writes, string_buffer
 from h5vc.store import fastattrs, tree
 
 VALUES = [
@@ -40,6 +41,28 @@ def test_an_attribute_is_written_as_h5py_writes_it(tmp_path: Path, value: object
         assert type(got) is type(expected)
         assert np.array_equal(got, expected)
         assert list(ours.attrs) == ["a"]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+@pytest.mark.parametrize("hdf5_calls", [True, False], ids=["hdf5 calls", "h5py"])
+def test_an_attribute_of_a_new_object_is_written_as_h5py_writes_it(
+    tmp_path: Path, value: object, hdf5_calls: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``new=True`` (an object just created: no attribute looked for) writes the same,
+    with HDF5's calls alone (where the library is found) or through h5py."""
+    if not hdf5_calls:
+        monkeypatch.setattr(fastattrs, "short_writes", lambda: None)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        ours, theirs = f.create_group("ours"), f.create_group("theirs")
+        assert fastattrs.write(ours, "a", value, new=True)
+        tree.write_attrs(ours, {"b": value, "c": [1.5]}, new=True)
+        theirs.attrs["a"] = value
+        for name in ("a", "b"):
+            mine, reference = ours.attrs.get_id(name), theirs.attrs.get_id("a")
+            assert mine.get_type() == reference.get_type()
+            assert mine.shape == reference.shape
+            assert np.array_equal(ours.attrs[name], theirs.attrs["a"])
+        assert list(ours.attrs) == ["a", "b", "c"]
 
 
 @pytest.mark.parametrize(
@@ -150,3 +173,30 @@ def test_a_string_written_over_is_as_h5py_writes_it(tmp_path: Path) -> None:
             assert f.attrs["a"] == value and type(f.attrs["a"]) is str
         with pytest.raises(KeyError):
             fastattrs.write_str_over(f, "missing", "v1")
+
+
+@pytest.mark.parametrize("text", ["nul \0 inside", "surrogate \udcff"], ids=repr)
+def test_strings_hdf5_takes_no_c_string_of_are_left_to_h5py(text: str) -> None:
+    assert string_buffer(text) is None
+    assert string_buffer("ü✓") is not None
+
+
+def test_the_hdf5_calls_are_those_of_h5pys_library() -> None:
+    calls = short_writes()
+    assert calls is not None  # h5py's library is found among the mapped files here
+    assert calls is short_writes()
+
+
+@pytest.mark.parametrize("hdf5_calls", [True, False], ids=["hdf5 calls", "h5py"])
+def test_a_new_attribute_of_a_name_taken_raises_and_changes_nothing(
+    tmp_path: Path, hdf5_calls: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not hdf5_calls:
+        monkeypatch.setattr(fastattrs, "short_writes", lambda: None)
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f.attrs["a"] = "kept"
+        for value in ("other", np.int64(3), np.asarray([1, 2], dtype=np.int64)):
+            with pytest.raises(OSError):
+                fastattrs.write(f, "a", value, new=True)
+            assert f.attrs["a"] == "kept"
+            assert list(f.attrs) == ["a"]

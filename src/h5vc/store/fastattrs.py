@@ -5,7 +5,10 @@ every call, and replaces an existing attribute through a temporary one: about th
 times the cost of HDF5's work. A commit writes half a dozen attributes of a few kinds
 (names and timestamps as strings, counts, the ``committed`` flag, chunk shapes); for
 those the HDF5 type and dataspace are made once and the attribute is written with
-two calls. Every other value is left to h5py (:func:`write` returns False).
+two calls. Every other value is left to h5py (:func:`write` returns False). A new
+attribute, and a string written over one, is written with HDF5's calls alone
+(:func:`~h5vc.hdf5.clib.short_writes`: no h5py object, a string given to HDF5 as a
+C string) where the library h5py runs on is found.
 
 The attributes are exactly h5py's: a ``str`` is a scalar variable-length UTF-8
 string, a numpy ``int64`` a scalar 64-bit little-endian integer, a numpy ``bool_``
@@ -15,11 +18,14 @@ length (tests/store/test_fastattrs.py compares them with h5py's).
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import h5py
 import numpy as np
 from h5py import h5a, h5s, h5t
+
+from h5vc.hdf5.clib import short_writes, string_buffer
 
 __all__ = ["read_str", "write", "write_str_over"]
 
@@ -42,12 +48,14 @@ def _kind(key: str) -> tuple[h5t.TypeID, h5t.TypeID, h5s.SpaceID]:
     return found
 
 
-def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
+def write(obj: h5py.HLObject, name: str, value: Any, *, new: bool = False) -> bool:
     """Write attribute ``name`` of ``obj`` (replacing one of that name) if ``value`` is
-    of a kind written here; False (nothing written) otherwise."""
+    of a kind written here; False (nothing written) otherwise. ``new``: ``obj`` is
+    known to have no attribute ``name`` (an object just created), so none is looked
+    for."""
+    data: np.ndarray | None = None
     if type(value) is str:
         tid, mtype, space = _kind("str")
-        data = np.array(value, dtype=_STR)
     elif type(value) is np.int64:
         tid, mtype, space = _kind("int64")
         data = np.array(value, dtype=_I64)
@@ -66,13 +74,23 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
     else:
         return False
     key = name.encode()
-    if h5a.exists(obj.id, key):
-        if _rewrite(obj, key, tid, data, mtype):
+    if not new and h5a.exists(obj.id, key):
+        if _rewrite(obj, key, tid, _data(value, data), mtype):
             return True
         h5a.delete(obj.id, key)
+    calls = short_writes()
+    if calls is not None:
+        if data is not None:
+            calls.create_attribute(obj.id.id, key, tid.id, space.id, mtype.id, data.ctypes.data)
+            return True
+        text = string_buffer(value)
+        if text is not None:
+            address = ctypes.addressof(text)
+            calls.create_attribute(obj.id.id, key, tid.id, space.id, calls.utf8, address)
+            return True
     attr = h5a.create(obj.id, key, tid, space)
     try:
-        attr.write(data, mtype=mtype)
+        attr.write(_data(value, data), mtype=mtype)
     except BaseException:
         attr.close()
         h5a.delete(obj.id, key)
@@ -81,11 +99,21 @@ def write(obj: h5py.HLObject, name: str, value: Any) -> bool:
     return True
 
 
+def _data(value: Any, data: np.ndarray | None) -> np.ndarray:
+    """The array h5py writes for ``value`` (``data``, or a string's object array)."""
+    return np.array(value, dtype=_STR) if data is None else data
+
+
 def write_str_over(obj: h5py.HLObject, name: str, value: str) -> None:
     """Write ``value`` over the attribute ``name`` of ``obj``, known to be a scalar
     variable-length UTF-8 string (:func:`write` wrote it for a ``str`` in this state
     of the file): three HDF5 calls, where :func:`write` first makes sure the attribute
     exists and is of that type and dataspace, twice the work for a short value."""
+    calls = short_writes()
+    text = None if calls is None else string_buffer(value)
+    if calls is not None and text is not None:
+        calls.write_attribute(obj.id.id, name.encode(), calls.utf8, ctypes.addressof(text))
+        return
     _, mtype, _ = _kind("str")
     attr = h5a.open(obj.id, name.encode())
     try:

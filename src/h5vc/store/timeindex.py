@@ -22,7 +22,7 @@ are scanned).
 Files written before the index moved keep it at ``_version_data/__version_index__``;
 it is read there and moved next to ``_version_data`` on the next write.
 
-The index only imports h5py and numpy, so the commit code can call
+The index imports only h5py, numpy and h5vc.hdf5.clib, so the commit code can call
 :func:`append_entry` after writing the commit marker and
 :func:`lookup` before falling back to a scan.  Ties are ordered by name, as in
 ``VersionLog``.
@@ -30,11 +30,14 @@ The index only imports h5py and numpy, so the commit code can call
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
+
+from h5vc.hdf5.clib import short_writes, small_transfer, string_buffer
 
 if TYPE_CHECKING:
     from h5vc.hdf5.filebytes import FileBytes
@@ -309,11 +312,25 @@ def _read_one(dataset: h5py.h5d.DatasetID, i: int, dtype: np.dtype) -> np.ndarra
 
 
 def _append_one(dataset: h5py.h5d.DatasetID, n: int, value: np.ndarray) -> None:
-    """Grow a 1-d dataset of ``n`` elements by one and write ``value`` (one element) there."""
+    """Grow a 1-d dataset of ``n`` elements by one and write ``value`` (one element) there
+    (with a small conversion buffer: see :func:`~h5vc.hdf5.clib.small_transfer`), with
+    HDF5's calls alone where they are found (:func:`~h5vc.hdf5.clib.short_writes`)."""
+    calls = short_writes()
+    dxpl = small_transfer()
+    if calls is not None and dxpl is not None:
+        if value.dtype.kind != "O":
+            value = np.ascontiguousarray(value)
+            mtype, address = _memory_type(value.dtype).id, value.ctypes.data
+        else:
+            text = string_buffer(value[0])
+            mtype, address = calls.utf8, 0 if text is None else ctypes.addressof(text)
+        if address:
+            calls.append_one(dataset.id, n, mtype, _ONE.id, dxpl.id, address)
+            return
     dataset.set_extent((n + 1,))
     space = dataset.get_space()
     space.select_hyperslab((n,), (1,))
-    dataset.write(_ONE, space, value, mtype=_memory_type(value.dtype))
+    dataset.write(_ONE, space, value, mtype=_memory_type(value.dtype), dxpl=small_transfer())
 
 
 #: The memory dataspace of one element.

@@ -183,18 +183,23 @@ def _listed_names(group: h5py.Group) -> list[str] | None:
     return names if all(isinstance(name, str) for name in names) else None
 
 
-def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any]) -> None:
+def write_attrs(obj: h5py.HLObject, attrs: Mapping[str, Any], *, new: bool = False) -> None:
     """Write ``attrs`` on ``obj`` (values as h5py stores them; the layout's own kinds
-    of value through :mod:`~h5vc.store.fastattrs`)."""
+    of value through :mod:`~h5vc.store.fastattrs`). ``new``: ``obj`` was just created
+    and has no attributes yet, so none is looked for to be replaced."""
     for key, value in attrs.items():
-        if not fastattrs.write(obj, key, value):
+        if not fastattrs.write(obj, key, value, new=new):
             obj.attrs[key] = value
 
 
-def mark_committed(group: h5py.Group, metadata: Mapping[str, Any]) -> None:
-    """Write a version group's metadata, then its ``committed`` marker (last: a group
-    without it is left over from an interrupted commit and ignored)."""
-    write_attrs(group, {**metadata, layout.ATTR_COMMITTED: np.bool_(True)})
+def mark_committed(
+    group: h5py.Group, metadata: Mapping[str, Any] | None = None, *, new: bool = False
+) -> None:
+    """Write a version group's ``metadata`` (if not written before), then its
+    ``committed`` marker (last: a group without it is left over from an interrupted
+    commit and ignored). ``new``: the group has none of these attributes yet (see
+    :func:`write_attrs`)."""
+    write_attrs(group, {**(metadata or {}), layout.ATTR_COMMITTED: np.bool_(True)}, new=new)
 
 
 def current_version(versions: h5py.Group) -> Any:
@@ -537,7 +542,7 @@ def copy_attrs(source: h5py.AttributeManager, target: h5py.AttributeManager) -> 
 def copy_group(source: h5py.Group, group: h5py.Group, name: str) -> h5py.Group:
     """A new empty group ``group[name]`` with the attributes of ``source``."""
     sub = new_group(group, name)
-    write_attrs(sub, read_attributes(source.attrs, frozenset()))
+    write_attrs(sub, read_attributes(source.attrs, frozenset()), new=True)
     return sub
 
 

@@ -186,7 +186,12 @@ def commit_version(
                 np.array(merge_parents, dtype=h5py.string_dtype()) if merge_parents else None
             ),
         }
-        tree.mark_committed(group, {k: v for k, v in metadata.items() if v is not None})
+        # The group has none of these attributes unless the root has one of the names.
+        tree.mark_committed(
+            group,
+            {k: v for k, v in metadata.items() if v is not None},
+            new=not (root.attrs.keys() & {*metadata, layout.ATTR_COMMITTED}),
+        )
     except BaseException:
         writer.cancel()
         delete_version_group(state.versions, name)  # the operation takes back the chunks written
@@ -227,7 +232,7 @@ def _copy_object(
     dset = create_virtual_dataset(
         group, name, store.raw_data, chunk_map, fillvalue=obj.fillvalue, merge=False
     )
-    tree.write_attrs(dset, read_attributes(obj.attrs, frozenset()))
+    tree.write_attrs(dset, read_attributes(obj.attrs, frozenset()), new=True)
     state.chunk_maps.remember(version, path, dset, chunk_map)
 
 
@@ -308,9 +313,10 @@ class _VersionWriter:
                 changes.digests.cancel()
 
     def write_group(self, group: h5py.Group, spec: GroupCommit) -> None:
+        """Write the attributes and members of ``spec`` into ``group``, just created."""
         state = self.state
         if spec.attrs:
-            tree.write_attrs(group, spec.attrs)
+            tree.write_attrs(group, spec.attrs, new=True)
         link = tree.linker(group)
         for child_name, child in spec.children.items():
             if isinstance(child, Link):
@@ -374,7 +380,7 @@ class _VersionWriter:
             layout.ATTR_CHUNKS: np.asarray(spec.chunks, dtype=np.int64),
             layout.ATTR_RAW_DATA: store.raw_data.name,
         }
-        tree.write_attrs(dset, {**bookkeeping, **spec.attrs})
+        tree.write_attrs(dset, {**bookkeeping, **spec.attrs}, new=True)
         if remember:
             self.state.chunk_maps.remember(
                 self.version, spec.path, dset, chunk_map, plain=not spec.attrs
