@@ -536,3 +536,30 @@ def test_du_reads_mapping_lists_of_blocks_at_once(strided, monkeypatch, at_once)
         expected = brute_force(vf)
     assert got == expected
     assert (sum(walked) > 0) == (at_once == 64)
+
+
+def test_logical_bytes_of_many_shapes_are_exact():
+    """_stats._logical_bytes: each row's product in Python integers (past int64 too)."""
+    import math
+
+    from h5vc.cli._stats import _logical_bytes
+
+    rank = np.array([1, 2, 0, 4, 1, 2], dtype=np.int64)
+    dims = np.array(
+        [
+            [5, 9, 9, 9],
+            [3, 4, 0, 0],
+            [0, 0, 0, 0],
+            [2**40, 2**40, 3, 1],
+            [5, 1, 1, 1],
+            [3, 4, 7, 7],
+        ],
+        dtype=np.uint64,
+    )
+    size = np.array([8, 2, 4, 8, 8, 2], dtype=np.uint64)
+    expected = [
+        math.prod(d[:r]) * s for d, r, s in zip(dims.tolist(), rank.tolist(), size.tolist())
+    ]
+    assert _logical_bytes(rank, dims, size) == expected
+    assert expected[3] > 2**63
+    assert _logical_bytes(rank[:0], dims[:0], size[:0]) == []

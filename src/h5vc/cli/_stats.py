@@ -281,6 +281,8 @@ class _Object:
     address: int = 0
     #: Its position among the objects :func:`disk_usage` counts (-1: not counted).
     index: int = -1
+    #: The positions of its versions among the versions counted, where known.
+    ranks: list[int] | None = None
 
 
 class _IrregularLinks(Exception):
@@ -652,17 +654,22 @@ def _walk_links(
         return flat
 
     found: dict[int, _Object] = {}
-    for version in names:
+    get = found.get
+    for rank, version in enumerate(names):
         root = root_of[version]
         flat = below.get(root)
         if flat is None:
             flat = below[root] = flatten(root)
         for path, address in flat:
-            obj = found.get(address)
+            obj = get(address)
             if obj is None:
-                found[address] = _Object(path, f"{version}/{path}".encode(), [version], address)
+                found[address] = _Object(
+                    path, f"{version}/{path}".encode(), [version], address, ranks=[rank]
+                )
             else:
                 obj.versions.append(version)
+                assert obj.ranks is not None
+                obj.ranks.append(rank)
     return list(found.values())
 
 
@@ -683,37 +690,57 @@ def _plain_many(
     at = np.flatnonzero(wanted >= 0)
     picked = {name: values[wanted[at]] for name, values in every.items()}
     usable = ~np.isin(picked["type_class"], tuple(_OTHER_ITEMSIZE))
-    logical = [
-        math.prod(dims[:rank]) * size
-        for dims, rank, size in zip(
-            picked["dims"].tolist(), picked["rank"].tolist(), picked["element_size"].tolist()
-        )
-    ]
+    logical = _logical_bytes(picked["rank"], picked["dims"], picked["element_size"])
     empty = _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    for i, good, has_heap, size in zip(
-        at.tolist(), usable.tolist(), picked["has_heap"].tolist(), logical
-    ):
-        if good and not has_heap:  # no mapping: every chunk the fill value
-            found[i] = (size, None, empty)
+    for k in np.flatnonzero(usable & ~picked["has_heap"]).tolist():
+        found[int(at[k])] = (logical[k], None, empty)  # no mapping: every chunk the fill value
     for rank in unique_sorted(picked["rank"]).tolist():
         chosen = np.flatnonzero(usable & picked["has_heap"] & (picked["rank"] == rank))
         if not len(chosen):
             continue
         read = many_mappings(file_bytes, picked["heap"][chosen], picked["index"][chosen], rank)
         named = [stores.named(dataset) if file == b"." else None for file, dataset in read.names]
-        for k, good, name, first, count in zip(
-            chosen.tolist(),
-            read.ok.tolist(),
-            read.source_name.tolist(),
-            read.first.tolist(),
-            read.count.tolist(),
+        source, virtual = read.source, read.virtual
+        good = np.flatnonzero(read.ok)
+        for i, k, name, first, count in zip(
+            at[chosen[good]].tolist(),
+            chosen[good].tolist(),
+            read.source_name[good].tolist(),
+            read.first[good].tolist(),
+            read.count[good].tolist(),
         ):
-            store = named[name] if good else None
+            store = named[name]
             if store is None or len(store.chunks) != rank:
                 continue
-            blocks = _Blocks(store, read.source, read.virtual, first, count)
-            found[int(at[k])] = (logical[k], store.key, blocks)
+            found[i] = (logical[k], store.key, _Blocks(store, source, virtual, first, count))
     return found
+
+
+def _logical_bytes(rank: np.ndarray, dims: np.ndarray, element_size: np.ndarray) -> list[int]:
+    """The logical bytes of each dataset (the product of its first ``rank`` dimensions
+    and its element size), in Python integers: computed once per distinct shape."""
+    n = len(rank)
+    if not n:
+        return []
+    keys = np.empty((n, 2 + dims.shape[1]), dtype=np.uint64)
+    keys[:, 0] = rank
+    keys[:, 1:-1] = dims
+    keys[:, -1] = element_size
+    distinct, inverse = _distinct_rows(keys)
+    values = [math.prod(row[1 : 1 + row[0]]) * row[-1] for row in distinct.tolist()]
+    return [values[i] for i in inverse.tolist()]
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-d array (sorted) and the position of each row among
+    them (``np.unique(rows, axis=0, return_inverse=True)``, without numpy.ma)."""
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
 
 
 #: Groups nested deeper than this in a version are a cycle of hard links.
@@ -751,18 +778,23 @@ def _plain(file_bytes: FileBytes, stores: _Stores, header: Header) -> _Found | N
     return logical, store.key, _Blocks(store, source, virtual, 0, len(source))
 
 
-@dataclass
 class _Blocks:
     """The blocks of a dataset object's mappings of one store's raw_data, as read:
     rows ``first:first + count`` of ``source`` and ``virtual`` (first and last
     coordinates, ``(n, 2 * ndim)``, which many objects may share);
-    :meth:`_StoreRuns.settle` checks them."""
+    :meth:`_StoreRuns.settle` checks them.  (A plain class: one is made per dataset
+    object.)"""
 
-    store: _Store
-    source: np.ndarray
-    virtual: np.ndarray
-    first: int
-    count: int
+    __slots__ = ("count", "first", "source", "store", "virtual")
+
+    def __init__(
+        self, store: _Store, source: np.ndarray, virtual: np.ndarray, first: int, count: int
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.virtual = virtual
+        self.first = first
+        self.count = count
 
 
 def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
@@ -1063,7 +1095,10 @@ class _PerVersion:
         counts = [len(obj.versions) for obj in objects]
         #: Each object's versions (by rank), object after object.
         self.links = np.fromiter(
-            (rank[version] for obj in objects for version in obj.versions),
+            itertools.chain.from_iterable(
+                obj.ranks if obj.ranks is not None else [rank[v] for v in obj.versions]
+                for obj in objects
+            ),
             dtype=np.int64,
             count=sum(counts),
         )
