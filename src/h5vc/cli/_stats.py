@@ -565,27 +565,24 @@ def _objects_from_bytes(
                 raise Unreadable("a version that is not a group")
         links_of[address] = links
     while frontier:
-        members = list(
-            dict.fromkeys(
-                member
-                for group in frontier
-                for _, member in links_of[group]
-                if member not in links_of and member not in headers and member not in row_of
-            )
+        linked = dict.fromkeys(
+            map(_target, itertools.chain.from_iterable(links_of[group] for group in frontier))
         )
+        members = [
+            member
+            for member in linked
+            if member not in links_of and member not in headers and member not in row_of
+        ]
         if not members:
             break
         read = many_datasets(file_bytes, members)
         first_row = sum(len(done) for done, _ in levels)
         levels.append((members, read))
         frontier = []
-        others = [address for address, good in zip(members, read.ok.tolist()) if not good]
-        groups = dict(zip(others, _many_groups(file_bytes, others)))
-        for row, (address, good) in enumerate(zip(members, read.ok.tolist())):
-            if good:
-                row_of[address] = first_row + row
-                continue
-            links = groups[address]
+        good = np.flatnonzero(read.ok)
+        row_of.update(zip([members[i] for i in good.tolist()], (first_row + good).tolist()))
+        others = [members[i] for i in np.flatnonzero(~read.ok).tolist()]
+        for address, links in zip(others, _many_groups(file_bytes, others)):
             if links is not None:
                 links_of[address] = links
                 frontier.append(address)
@@ -598,14 +595,17 @@ def _objects_from_bytes(
                 links_of[address] = links
                 frontier.append(address)
     objects = _walk_links(names, root_of, links_of)
-    found: list[tuple[_Object, _Found | None]] = []
     plain = _plain_many(file_bytes, stores, levels, [row_of.get(obj.address) for obj in objects])
-    for obj, fast in zip(objects, plain):
-        if fast is None:
-            known = headers.get(obj.address)
-            fast = _plain(file_bytes, stores, known or file_bytes.header(obj.address))
-        found.append((obj, fast))
+    found = list(zip(objects, plain))
+    for i in [i for i, fast in enumerate(plain) if fast is None]:
+        obj = objects[i]
+        known = headers.get(obj.address)
+        found[i] = (obj, _plain(file_bytes, stores, known or file_bytes.header(obj.address)))
     return found
+
+
+def _target(link: tuple[str, int]) -> int:
+    return link[1]
 
 
 def _many_groups(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
