@@ -267,7 +267,7 @@ class Usage:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Object:
     """One committed dataset object and the versions that link it.
 
@@ -637,21 +637,24 @@ def _walk_links(
             raise Unreadable("a group that holds itself")
         open_groups.add(group)
         flat: list[tuple[str, int]] = []
-        for leaf, member in links_of[group]:
-            if member not in links_of:
-                flat.append((leaf, member))
-                continue
-            known = named.get((leaf, member))
-            if known is None:
-                inside = below.get(member)
-                if inside is None:
-                    inside = below[member] = flatten(member)
-                known = named[leaf, member] = [
-                    (f"{leaf}/{path}", address) for path, address in inside
-                ]
-            flat += known
+        for link in links_of[group]:
+            if link[1] in links_of:
+                flat += expand(link)
+            else:
+                flat.append(link)
         open_groups.discard(group)
         return flat
+
+    def expand(link: tuple[str, int]) -> list[tuple[str, int]]:
+        """What is below the group linked by ``link``, as paths from the link."""
+        known = named.get(link)
+        if known is None:
+            leaf, member = link
+            inside = below.get(member)
+            if inside is None:
+                inside = below[member] = flatten(member)
+            known = named[link] = [(f"{leaf}/{path}", address) for path, address in inside]
+        return known
 
     found: dict[int, _Object] = {}
     get = found.get
@@ -659,13 +662,19 @@ def _walk_links(
         root = root_of[version]
         flat = below.get(root)
         if flat is None:
-            flat = below[root] = flatten(root)
+            # Flattened here (a cycle through a version's group is met below it).
+            flat = []
+            for link in links_of[root]:
+                if link[1] in links_of:
+                    flat += expand(link)
+                else:
+                    flat.append(link)
+            below[root] = flat
         for path, address in flat:
             obj = get(address)
             if obj is None:
-                found[address] = _Object(
-                    path, f"{version}/{path}".encode(), [version], address, ranks=[rank]
-                )
+                name = f"{version}/{path}".encode()
+                found[address] = _Object(path, name, [version], address, -1, [rank])
             else:
                 obj.versions.append(version)
                 assert obj.ranks is not None
