@@ -563,3 +563,41 @@ def test_logical_bytes_of_many_shapes_are_exact():
     assert _logical_bytes(rank, dims, size) == expected
     assert expected[3] > 2**63
     assert _logical_bytes(rank[:0], dims[:0], size[:0]) == []
+
+
+def test_walk_links_lists_each_object_once_with_its_versions():
+    """_stats._walk_links on links as read from a file's bytes: paths by name, depth
+    first; a group linked into many versions (or twice in one) walked once."""
+    from h5vc.cli._stats import _walk_links
+
+    links_of = {
+        1: [("a", 10), ("g", 5), ("x", 11)],  # version v1
+        2: [("a", 10), ("g", 5), ("h", 5), ("x", 12)],  # version v2
+        5: [("b", 20), ("d", 6)],  # a group
+        6: [("c", 21)],  # a group in it
+    }
+    objects = _walk_links(["v1", "v2"], {"v1": 1, "v2": 2}, links_of)
+    got = [(obj.path, obj.name, obj.versions, obj.address, obj.ranks) for obj in objects]
+    assert got == [
+        ("a", b"v1/a", ["v1", "v2"], 10, [0, 1]),
+        ("g/b", b"v1/g/b", ["v1", "v2", "v2"], 20, [0, 1, 1]),
+        ("g/d/c", b"v1/g/d/c", ["v1", "v2", "v2"], 21, [0, 1, 1]),
+        ("x", b"v1/x", ["v1"], 11, [0]),
+        ("x", b"v2/x", ["v2"], 12, [1]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "links_of",
+    [
+        {1: [("a", 10), ("self", 1)]},  # a version's group holding itself
+        {1: [("g", 5)], 5: [("back", 1)]},  # ... through a group
+        {1: [("g", 5)], 5: [("h", 6)], 6: [("g", 5)]},  # two groups holding each other
+    ],
+)
+def test_walk_links_of_a_group_holding_itself_is_unreadable(links_of):
+    from h5vc.cli._stats import _walk_links
+    from h5vc.hdf5.filebytes import Unreadable
+
+    with pytest.raises(Unreadable):
+        _walk_links(["v1"], {"v1": 1}, links_of)
