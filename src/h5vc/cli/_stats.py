@@ -404,9 +404,10 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     versions share (hard-linked, unchanged) is read once, and the datasets of a
     group they share are listed once.  Each object's slots are read from its virtual
     mappings as runs, and each store's counts are taken over runs, not chunks, for
-    all objects at once.  A file open read-only is read from its bytes
-    (:mod:`h5vc.hdf5.filebytes`: groups' links, headers and mapping lists, without
-    opening an object); what those do not read is opened through HDF5.
+    all objects at once, and each version's sums over its objects' links in arrays.
+    A file open read-only is read from its bytes (:mod:`h5vc.hdf5.filebytes`:
+    groups' links, headers and mapping lists, and the versions' names from the time
+    index, without opening an object); what those do not read is opened through HDF5.
 
     A slot is a slot of one chunk store: a dataset created again with a dtype or
     chunks its first store cannot hold has a store of its own, counted apart (its
