@@ -536,3 +536,68 @@ def test_du_reads_mapping_lists_of_blocks_at_once(strided, monkeypatch, at_once)
         expected = brute_force(vf)
     assert got == expected
     assert (sum(walked) > 0) == (at_once == 64)
+
+
+def test_logical_bytes_of_many_shapes_are_exact():
+    """_stats._logical_bytes: each row's product in Python integers (past int64 too)."""
+    import math
+
+    from h5vc.cli._stats import _logical_bytes
+
+    rank = np.array([1, 2, 0, 4, 1, 2], dtype=np.int64)
+    dims = np.array(
+        [
+            [5, 9, 9, 9],
+            [3, 4, 0, 0],
+            [0, 0, 0, 0],
+            [2**40, 2**40, 3, 1],
+            [5, 1, 1, 1],
+            [3, 4, 7, 7],
+        ],
+        dtype=np.uint64,
+    )
+    size = np.array([8, 2, 4, 8, 8, 2], dtype=np.uint64)
+    expected = [
+        math.prod(d[:r]) * s for d, r, s in zip(dims.tolist(), rank.tolist(), size.tolist())
+    ]
+    assert _logical_bytes(rank, dims, size) == expected
+    assert expected[3] > 2**63
+    assert _logical_bytes(rank[:0], dims[:0], size[:0]) == []
+
+
+def test_walk_links_lists_each_object_once_with_its_versions():
+    """_stats._walk_links on links as read from a file's bytes: paths by name, depth
+    first; a group linked into many versions (or twice in one) walked once."""
+    from h5vc.cli._stats import _walk_links
+
+    links_of = {
+        1: [("a", 10), ("g", 5), ("x", 11)],  # version v1
+        2: [("a", 10), ("g", 5), ("h", 5), ("x", 12)],  # version v2
+        5: [("b", 20), ("d", 6)],  # a group
+        6: [("c", 21)],  # a group in it
+    }
+    objects = _walk_links(["v1", "v2"], {"v1": 1, "v2": 2}, links_of)
+    got = [(obj.path, obj.name, obj.versions, obj.address, obj.ranks) for obj in objects]
+    assert got == [
+        ("a", b"v1/a", ["v1", "v2"], 10, [0, 1]),
+        ("g/b", b"v1/g/b", ["v1", "v2", "v2"], 20, [0, 1, 1]),
+        ("g/d/c", b"v1/g/d/c", ["v1", "v2", "v2"], 21, [0, 1, 1]),
+        ("x", b"v1/x", ["v1"], 11, [0]),
+        ("x", b"v2/x", ["v2"], 12, [1]),
+    ]
+
+
+@pytest.mark.parametrize(
+    "links_of",
+    [
+        {1: [("a", 10), ("self", 1)]},  # a version's group holding itself
+        {1: [("g", 5)], 5: [("back", 1)]},  # ... through a group
+        {1: [("g", 5)], 5: [("h", 6)], 6: [("g", 5)]},  # two groups holding each other
+    ],
+)
+def test_walk_links_of_a_group_holding_itself_is_unreadable(links_of):
+    from h5vc.cli._stats import _walk_links
+    from h5vc.hdf5.filebytes import Unreadable
+
+    with pytest.raises(Unreadable):
+        _walk_links(["v1"], {"v1": 1}, links_of)

@@ -267,7 +267,7 @@ class Usage:
         }
 
 
-@dataclass
+@dataclass(slots=True)
 class _Object:
     """One committed dataset object and the versions that link it.
 
@@ -281,6 +281,8 @@ class _Object:
     address: int = 0
     #: Its position among the objects :func:`disk_usage` counts (-1: not counted).
     index: int = -1
+    #: The positions of its versions among the versions counted, where known.
+    ranks: list[int] | None = None
 
 
 class _IrregularLinks(Exception):
@@ -402,9 +404,10 @@ def disk_usage(vf: VersionedHDF5File, advance: Callable[[float], None] = lambda 
     versions share (hard-linked, unchanged) is read once, and the datasets of a
     group they share are listed once.  Each object's slots are read from its virtual
     mappings as runs, and each store's counts are taken over runs, not chunks, for
-    all objects at once.  A file open read-only is read from its bytes
-    (:mod:`h5vc.hdf5.filebytes`: groups' links, headers and mapping lists, without
-    opening an object); what those do not read is opened through HDF5.
+    all objects at once, and each version's sums over its objects' links in arrays.
+    A file open read-only is read from its bytes (:mod:`h5vc.hdf5.filebytes`:
+    groups' links, headers and mapping lists, and the versions' names from the time
+    index, without opening an object); what those do not read is opened through HDF5.
 
     A slot is a slot of one chunk store: a dataset created again with a dtype or
     chunks its first store cannot hold has a store of its own, counted apart (its
@@ -563,27 +566,24 @@ def _objects_from_bytes(
                 raise Unreadable("a version that is not a group")
         links_of[address] = links
     while frontier:
-        members = list(
-            dict.fromkeys(
-                member
-                for group in frontier
-                for _, member in links_of[group]
-                if member not in links_of and member not in headers and member not in row_of
-            )
+        linked = dict.fromkeys(
+            map(_target, itertools.chain.from_iterable(links_of[group] for group in frontier))
         )
+        members = [
+            member
+            for member in linked
+            if member not in links_of and member not in headers and member not in row_of
+        ]
         if not members:
             break
         read = many_datasets(file_bytes, members)
         first_row = sum(len(done) for done, _ in levels)
         levels.append((members, read))
         frontier = []
-        others = [address for address, good in zip(members, read.ok.tolist()) if not good]
-        groups = dict(zip(others, _many_groups(file_bytes, others)))
-        for row, (address, good) in enumerate(zip(members, read.ok.tolist())):
-            if good:
-                row_of[address] = first_row + row
-                continue
-            links = groups[address]
+        good = np.flatnonzero(read.ok)
+        row_of.update(zip([members[i] for i in good.tolist()], (first_row + good).tolist()))
+        others = [members[i] for i in np.flatnonzero(~read.ok).tolist()]
+        for address, links in zip(others, _many_groups(file_bytes, others)):
             if links is not None:
                 links_of[address] = links
                 frontier.append(address)
@@ -596,14 +596,17 @@ def _objects_from_bytes(
                 links_of[address] = links
                 frontier.append(address)
     objects = _walk_links(names, root_of, links_of)
-    found: list[tuple[_Object, _Found | None]] = []
     plain = _plain_many(file_bytes, stores, levels, [row_of.get(obj.address) for obj in objects])
-    for obj, fast in zip(objects, plain):
-        if fast is None:
-            known = headers.get(obj.address)
-            fast = _plain(file_bytes, stores, known or file_bytes.header(obj.address))
-        found.append((obj, fast))
+    found = list(zip(objects, plain))
+    for i in [i for i, fast in enumerate(plain) if fast is None]:
+        obj = objects[i]
+        known = headers.get(obj.address)
+        found[i] = (obj, _plain(file_bytes, stores, known or file_bytes.header(obj.address)))
     return found
+
+
+def _target(link: tuple[str, int]) -> int:
+    return link[1]
 
 
 def _many_groups(file_bytes: FileBytes, addresses: list[int]) -> list[list[tuple[str, int]] | None]:
@@ -635,34 +638,48 @@ def _walk_links(
             raise Unreadable("a group that holds itself")
         open_groups.add(group)
         flat: list[tuple[str, int]] = []
-        for leaf, member in links_of[group]:
-            if member not in links_of:
-                flat.append((leaf, member))
-                continue
-            known = named.get((leaf, member))
-            if known is None:
-                inside = below.get(member)
-                if inside is None:
-                    inside = below[member] = flatten(member)
-                known = named[leaf, member] = [
-                    (f"{leaf}/{path}", address) for path, address in inside
-                ]
-            flat += known
+        for link in links_of[group]:
+            if link[1] in links_of:
+                flat += expand(link)
+            else:
+                flat.append(link)
         open_groups.discard(group)
         return flat
 
+    def expand(link: tuple[str, int]) -> list[tuple[str, int]]:
+        """What is below the group linked by ``link``, as paths from the link."""
+        known = named.get(link)
+        if known is None:
+            leaf, member = link
+            inside = below.get(member)
+            if inside is None:
+                inside = below[member] = flatten(member)
+            known = named[link] = [(f"{leaf}/{path}", address) for path, address in inside]
+        return known
+
     found: dict[int, _Object] = {}
-    for version in names:
+    get = found.get
+    for rank, version in enumerate(names):
         root = root_of[version]
         flat = below.get(root)
         if flat is None:
-            flat = below[root] = flatten(root)
+            # Flattened here (a cycle through a version's group is met below it).
+            flat = []
+            for link in links_of[root]:
+                if link[1] in links_of:
+                    flat += expand(link)
+                else:
+                    flat.append(link)
+            below[root] = flat
         for path, address in flat:
-            obj = found.get(address)
+            obj = get(address)
             if obj is None:
-                found[address] = _Object(path, f"{version}/{path}".encode(), [version], address)
+                name = f"{version}/{path}".encode()
+                found[address] = _Object(path, name, [version], address, -1, [rank])
             else:
                 obj.versions.append(version)
+                assert obj.ranks is not None
+                obj.ranks.append(rank)
     return list(found.values())
 
 
@@ -683,37 +700,57 @@ def _plain_many(
     at = np.flatnonzero(wanted >= 0)
     picked = {name: values[wanted[at]] for name, values in every.items()}
     usable = ~np.isin(picked["type_class"], tuple(_OTHER_ITEMSIZE))
-    logical = [
-        math.prod(dims[:rank]) * size
-        for dims, rank, size in zip(
-            picked["dims"].tolist(), picked["rank"].tolist(), picked["element_size"].tolist()
-        )
-    ]
+    logical = _logical_bytes(picked["rank"], picked["dims"], picked["element_size"])
     empty = _Runs(np.zeros(0, np.int64), np.zeros(0, np.int64))
-    for i, good, has_heap, size in zip(
-        at.tolist(), usable.tolist(), picked["has_heap"].tolist(), logical
-    ):
-        if good and not has_heap:  # no mapping: every chunk the fill value
-            found[i] = (size, None, empty)
+    for k in np.flatnonzero(usable & ~picked["has_heap"]).tolist():
+        found[int(at[k])] = (logical[k], None, empty)  # no mapping: every chunk the fill value
     for rank in unique_sorted(picked["rank"]).tolist():
         chosen = np.flatnonzero(usable & picked["has_heap"] & (picked["rank"] == rank))
         if not len(chosen):
             continue
         read = many_mappings(file_bytes, picked["heap"][chosen], picked["index"][chosen], rank)
         named = [stores.named(dataset) if file == b"." else None for file, dataset in read.names]
-        for k, good, name, first, count in zip(
-            chosen.tolist(),
-            read.ok.tolist(),
-            read.source_name.tolist(),
-            read.first.tolist(),
-            read.count.tolist(),
+        source, virtual = read.source, read.virtual
+        good = np.flatnonzero(read.ok)
+        for i, k, name, first, count in zip(
+            at[chosen[good]].tolist(),
+            chosen[good].tolist(),
+            read.source_name[good].tolist(),
+            read.first[good].tolist(),
+            read.count[good].tolist(),
         ):
-            store = named[name] if good else None
+            store = named[name]
             if store is None or len(store.chunks) != rank:
                 continue
-            blocks = _Blocks(store, read.source, read.virtual, first, count)
-            found[int(at[k])] = (logical[k], store.key, blocks)
+            found[i] = (logical[k], store.key, _Blocks(store, source, virtual, first, count))
     return found
+
+
+def _logical_bytes(rank: np.ndarray, dims: np.ndarray, element_size: np.ndarray) -> list[int]:
+    """The logical bytes of each dataset (the product of its first ``rank`` dimensions
+    and its element size), in Python integers: computed once per distinct shape."""
+    n = len(rank)
+    if not n:
+        return []
+    keys = np.empty((n, 2 + dims.shape[1]), dtype=np.uint64)
+    keys[:, 0] = rank
+    keys[:, 1:-1] = dims
+    keys[:, -1] = element_size
+    distinct, inverse = _distinct_rows(keys)
+    values = [math.prod(row[1 : 1 + row[0]]) * row[-1] for row in distinct.tolist()]
+    return [values[i] for i in inverse.tolist()]
+
+
+def _distinct_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of a 2-d array (sorted) and the position of each row among
+    them (``np.unique(rows, axis=0, return_inverse=True)``, without numpy.ma)."""
+    order = np.lexsort(rows.T[::-1])
+    ordered = rows[order]
+    first = np.ones(len(rows), dtype=bool)
+    first[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    inverse = np.empty(len(rows), dtype=np.intp)
+    inverse[order] = np.cumsum(first) - 1
+    return ordered[first], inverse
 
 
 #: Groups nested deeper than this in a version are a cycle of hard links.
@@ -751,18 +788,23 @@ def _plain(file_bytes: FileBytes, stores: _Stores, header: Header) -> _Found | N
     return logical, store.key, _Blocks(store, source, virtual, 0, len(source))
 
 
-@dataclass
 class _Blocks:
     """The blocks of a dataset object's mappings of one store's raw_data, as read:
     rows ``first:first + count`` of ``source`` and ``virtual`` (first and last
     coordinates, ``(n, 2 * ndim)``, which many objects may share);
-    :meth:`_StoreRuns.settle` checks them."""
+    :meth:`_StoreRuns.settle` checks them.  (A plain class: one is made per dataset
+    object.)"""
 
-    store: _Store
-    source: np.ndarray
-    virtual: np.ndarray
-    first: int
-    count: int
+    __slots__ = ("count", "first", "source", "store", "virtual")
+
+    def __init__(
+        self, store: _Store, source: np.ndarray, virtual: np.ndarray, first: int, count: int
+    ) -> None:
+        self.store = store
+        self.source = source
+        self.virtual = virtual
+        self.first = first
+        self.count = count
 
 
 def _note_column(state: FileState, obj: _Object, columns: dict[str, list[ColumnObject]]) -> None:
@@ -1063,7 +1105,10 @@ class _PerVersion:
         counts = [len(obj.versions) for obj in objects]
         #: Each object's versions (by rank), object after object.
         self.links = np.fromiter(
-            (rank[version] for obj in objects for version in obj.versions),
+            itertools.chain.from_iterable(
+                obj.ranks if obj.ranks is not None else [rank[v] for v in obj.versions]
+                for obj in objects
+            ),
             dtype=np.int64,
             count=sum(counts),
         )

@@ -15,7 +15,13 @@ memory once and reads what such a walk needs with a few ``struct`` calls per obj
   :meth:`FileBytes.element`);
 - a virtual dataset's mapping list (:meth:`FileBytes.mappings`) when it is what h5vc and
   versioned-hdf5 write: version-0 or version-1 entries without shared names, whose
-  selections are version-1 hyperslab blocks.
+  selections are version-1 hyperslab blocks;
+- variable-length strings from their stored references (:func:`vlen_strings`: the
+  names column of the time index).
+
+The functions named ``many_*`` read the same for many objects at once with numpy
+(the global heap collections holding the mapping lists and strings are walked at
+once too, and kept); the rows they do not read are read one by one as above.
 
 Anything else (dense link storage in a fractal heap, soft or external links, other
 encodings) and any length or signature that disagrees with the bytes raises
