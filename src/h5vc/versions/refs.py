@@ -175,7 +175,14 @@ class Refs:
     def set(self, kind: str, name: str, version: str) -> None:
         refs = self._load()
         ref = (kind, name)
-        refattrs.write_ref(self._group, kind, name, version, written=ref in self._written)
+        refattrs.write_ref(
+            self._group,
+            kind,
+            name,
+            version,
+            written=ref in self._written,
+            new=name not in refs[kind],
+        )
         self._written.add(ref)
         refs[kind][name] = version
 
