@@ -359,7 +359,7 @@ class Operation:
     commits or aborts for both.  :attr:`outcome` says how the operation ended.
     """
 
-    __slots__ = ("moves_chunks", "outcome", "outer", "state")
+    __slots__ = ("journal", "moves_chunks", "outcome", "outer", "state")
 
     def __init__(self, state: FileState, *, moves_chunks: bool, outer: Operation | None):
         self.state = state
@@ -370,11 +370,18 @@ class Operation:
         #: point) or "undone" (the chunks written were taken back). An operation
         #: inside another ends "open": the outer one's outcome is its own.
         self.outcome = "open"
+        #: The journal of the file (None: not opened through h5vc), set by :meth:`begin`.
+        self.journal: Any = None
 
     def begin(self) -> None:
         state = self.state
-        if durable.journal_of(state.root) is not None:
-            durable.commit_point(state.root)
+        # The journal, looked up once (each lookup asks HDF5 for the file's number):
+        # both commit points are a flush of HDF5 and the journal's commit, what
+        # durable.commit_point does.
+        journal = self.journal = durable.journal_of(state.root)
+        if journal is not None:
+            h5py.h5f.flush(state.root.id)
+            journal.commit()
         if state.data_version == layout.DATA_VERSION_H5VC_RUNS:  # upgrade the layout
             tree.write_attrs(
                 state.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_H5VC)}
@@ -386,7 +393,9 @@ class Operation:
             self.state.forget()
 
     def commit(self) -> None:
-        durable.commit_point(self.state.root)
+        h5py.h5f.flush(self.state.root.id)
+        if self.journal is not None:
+            self.journal.commit()
         self.outcome = "committed"
 
     def abort(self) -> None:
