@@ -136,8 +136,9 @@ class FileState:
         #: ``current_version`` of a writable file as h5vc last read or wrote it (None:
         #: read it from the file): see :attr:`current_version`.
         self._current_version: str | None = None
-        #: Whether h5vc wrote ``current_version`` since: then it is written over
-        #: without checking its kind.
+        #: Whether ``current_version`` is known to be stored as h5vc writes it (h5vc
+        #: wrote it, or read it so, since the file was last read): then it is written
+        #: over without checking its kind.
         self._current_version_written = False
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
@@ -164,7 +165,7 @@ class FileState:
             # Read with data_version, while HDF5 holds the versions group's header:
             # read first later, it may have to be read from the file again.
             with contextlib.suppress(KeyError, OSError, ValueError, UnicodeError):
-                self._current_version = attr_str(tree.current_version(self.versions))
+                self._current_version = self._read_current_version()
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -250,10 +251,19 @@ class FileState:
         forgotten when the state reloads (:meth:`drop_caches`, a roll-back, a new handle)."""
         current = self._current_version
         if current is None:
-            current = attr_str(tree.current_version(self.versions))
+            current = self._read_current_version()
             if self.writable:
                 self._current_version = current
         return current
+
+    def _read_current_version(self) -> str:
+        """``current_version`` read from the file; one stored exactly as h5vc writes it
+        is written over without checks from then on (a writable file's)."""
+        plain = tree.plain_current_version(self.versions)
+        if plain is None:
+            return attr_str(tree.current_version(self.versions))
+        self._current_version_written = self.writable
+        return plain
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
