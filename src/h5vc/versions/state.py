@@ -145,6 +145,11 @@ class FileState:
         file = file_of(root)
         self.filename = str(file.filename)
         self.writable = file.mode == "r+"
+        #: The journal the file is written through (None: not opened through h5vc, or
+        #: read-only): fixed while the file is open, looked up anew when it is reopened.
+        #: Held weakly, as durable holds it: the state keeps no closed file's journal.
+        journal = durable.journal_of(root) if file.mode == "r+" else None
+        self._journal = None if journal is None else weakref.ref(journal)
         if self.writable:
             durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
@@ -385,10 +390,10 @@ class Operation:
 
     def begin(self) -> None:
         state = self.state
-        # The journal, looked up once (each lookup asks HDF5 for the file's number):
-        # both commit points are a flush of HDF5 and the journal's commit, what
-        # durable.commit_point does.
-        journal = self.journal = durable.journal_of(state.root)
+        # The journal, looked up when the state loaded (each lookup asks HDF5 for the
+        # file's number): both commit points are a flush of HDF5 and the journal's
+        # commit, what durable.commit_point does.
+        journal = self.journal = None if state._journal is None else state._journal()
         if journal is not None:
             h5py.h5f.flush(state.root.id)
             journal.commit()
