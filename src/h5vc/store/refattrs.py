@@ -48,15 +48,32 @@ def read_refs(versions: h5py.Group) -> tuple[dict[str, dict[str, str]], str | No
 
 
 def write_ref(
-    versions: h5py.Group, kind: str, name: str, version: str, *, written: bool = False
+    versions: h5py.Group,
+    kind: str,
+    name: str,
+    version: str,
+    *,
+    written: bool = False,
+    new: bool = False,
 ) -> None:
     """Point ref ``name`` of ``kind`` at ``version`` (creating or moving it).
     ``written``: the ref was written so since the file was last read (it exists and is
-    of the kind written here): it is written over without checking."""
+    of the kind written here): it is written over without checking.  ``new``: the
+    refs read from the file have no such ref, so the attribute is created without
+    first looking for one of its name (in a group of many refs the lookup walks the
+    attribute index); should one exist after all, HDF5 refuses the creation, having
+    changed nothing, and it is written over as without ``new``."""
+    key = _PREFIX[kind] + name
     if written:
-        fastattrs.write_str_over(versions, _PREFIX[kind] + name, version)
-    else:
-        tree.write_attrs(versions, {_PREFIX[kind] + name: version})
+        fastattrs.write_str_over(versions, key, version)
+        return
+    if new:
+        try:
+            if fastattrs.write(versions, key, version, new=True):
+                return
+        except OSError:
+            pass  # the attribute exists: written over below
+    tree.write_attrs(versions, {key: version})
 
 
 def delete_ref(versions: h5py.Group, kind: str, name: str) -> None:

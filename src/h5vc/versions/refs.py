@@ -6,6 +6,7 @@ they are stored by :mod:`h5vc.store.refattrs` (one attribute each).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,13 @@ TAG = "tag"
 #: Characters git refuses anywhere in a ref name (``git check-ref-format``).
 _FORBIDDEN = frozenset(" ~^:?*[\\")
 
+#: Anything :func:`check_ref_format` refuses (a name it finds nothing of is valid, as
+#: nearly every name is: one search instead of a loop over its characters); the
+#: checks themselves, which say what is wrong, run on a name it finds.
+_MAYBE_BAD = re.compile(
+    r"^-|^__|^@$|[\x00-\x1f\x7f ~^:?*\[\\]|\.\.|@\{|\.$|^/|/$|//|(?:^|/)\.|\.lock(?:/|$)"
+)
+
 
 def check_ref_format(kind: str, name: object) -> str:
     """``name`` if it follows git's rules for ref names (``git check-ref-format
@@ -43,6 +51,8 @@ def check_ref_format(kind: str, name: object) -> str:
         raise InvalidRefNameError(
             f"Expected a {kind} name as a str. Got {type(name).__name__} instead."
         )
+    if name and _MAYBE_BAD.search(name) is None:
+        return name
     problem = None
     if not name:
         problem = "it is empty"
@@ -175,7 +185,14 @@ class Refs:
     def set(self, kind: str, name: str, version: str) -> None:
         refs = self._load()
         ref = (kind, name)
-        refattrs.write_ref(self._group, kind, name, version, written=ref in self._written)
+        refattrs.write_ref(
+            self._group,
+            kind,
+            name,
+            version,
+            written=ref in self._written,
+            new=name not in refs[kind],
+        )
         self._written.add(ref)
         refs[kind][name] = version
 

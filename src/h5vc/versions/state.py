@@ -136,14 +136,20 @@ class FileState:
         #: ``current_version`` of a writable file as h5vc last read or wrote it (None:
         #: read it from the file): see :attr:`current_version`.
         self._current_version: str | None = None
-        #: Whether h5vc wrote ``current_version`` since: then it is written over
-        #: without checking its kind.
+        #: Whether ``current_version`` is known to be stored as h5vc writes it (h5vc
+        #: wrote it, or read it so, since the file was last read): then it is written
+        #: over without checking its kind.
         self._current_version_written = False
         #: The file's name (error messages name it; read once, h5py makes a File
         #: object on every access to ``.file``).
         file = file_of(root)
         self.filename = str(file.filename)
         self.writable = file.mode == "r+"
+        #: The journal the file is written through (None: not opened through h5vc, or
+        #: read-only): fixed while the file is open, looked up anew when it is reopened.
+        #: Held weakly, as durable holds it: the state keeps no closed file's journal.
+        journal = durable.journal_of(root) if file.mode == "r+" else None
+        self._journal = None if journal is None else weakref.ref(journal)
         if self.writable:
             durable.limit_metadata_cache(file)
         with damaged(self.filename, f"The versioned layout under {root.name!r}"):
@@ -164,7 +170,7 @@ class FileState:
             # Read with data_version, while HDF5 holds the versions group's header:
             # read first later, it may have to be read from the file again.
             with contextlib.suppress(KeyError, OSError, ValueError, UnicodeError):
-                self._current_version = attr_str(tree.current_version(self.versions))
+                self._current_version = self._read_current_version()
         if self.data_version not in layout.READABLE_DATA_VERSIONS:
             newer = self.data_version > layout.DATA_VERSION_H5VC
             raise UnsupportedFormatError(
@@ -250,10 +256,19 @@ class FileState:
         forgotten when the state reloads (:meth:`drop_caches`, a roll-back, a new handle)."""
         current = self._current_version
         if current is None:
-            current = attr_str(tree.current_version(self.versions))
+            current = self._read_current_version()
             if self.writable:
                 self._current_version = current
         return current
+
+    def _read_current_version(self) -> str:
+        """``current_version`` read from the file; one stored exactly as h5vc writes it
+        is written over without checks from then on (a writable file's)."""
+        plain = tree.plain_current_version(self.versions)
+        if plain is None:
+            return attr_str(tree.current_version(self.versions))
+        self._current_version_written = self.writable
+        return plain
 
     def set_current_version(self, name: str) -> None:
         if name != layout.FIRST_VERSION and name not in self.log:
@@ -359,7 +374,7 @@ class Operation:
     commits or aborts for both.  :attr:`outcome` says how the operation ended.
     """
 
-    __slots__ = ("moves_chunks", "outcome", "outer", "state")
+    __slots__ = ("journal", "moves_chunks", "outcome", "outer", "state")
 
     def __init__(self, state: FileState, *, moves_chunks: bool, outer: Operation | None):
         self.state = state
@@ -370,11 +385,18 @@ class Operation:
         #: point) or "undone" (the chunks written were taken back). An operation
         #: inside another ends "open": the outer one's outcome is its own.
         self.outcome = "open"
+        #: The journal of the file (None: not opened through h5vc), set by :meth:`begin`.
+        self.journal: Any = None
 
     def begin(self) -> None:
         state = self.state
-        if durable.journal_of(state.root) is not None:
-            durable.commit_point(state.root)
+        # The journal, looked up when the state loaded (each lookup asks HDF5 for the
+        # file's number): both commit points are a flush of HDF5 and the journal's
+        # commit, what durable.commit_point does.
+        journal = self.journal = None if state._journal is None else state._journal()
+        if journal is not None:
+            h5py.h5f.flush(state.root.id)
+            journal.commit()
         if state.data_version == layout.DATA_VERSION_H5VC_RUNS:  # upgrade the layout
             tree.write_attrs(
                 state.versions, {layout.ATTR_DATA_VERSION: np.int64(layout.DATA_VERSION_H5VC)}
@@ -386,7 +408,9 @@ class Operation:
             self.state.forget()
 
     def commit(self) -> None:
-        durable.commit_point(self.state.root)
+        h5py.h5f.flush(self.state.root.id)
+        if self.journal is not None:
+            self.journal.commit()
         self.outcome = "committed"
 
     def abort(self) -> None:
