@@ -154,10 +154,11 @@ def _rewrite(
         attr.close()
 
 
-def read_str(obj: h5py.HLObject, name: str) -> str | None:
+def read_str(obj: h5py.HLObject, name: str, *, exact: bool = False) -> str | None:
     """The scalar variable-length string attribute ``name`` of ``obj`` read with two
     HDF5 calls; None when ``obj`` has no such attribute or it is of another kind
-    (then read it through h5py)."""
+    (then read it through h5py). ``exact``: None too unless it is stored exactly as
+    :func:`write` stores a ``str`` (UTF-8, the type h5py writes)."""
     key = name.encode()
     try:
         attr = h5a.open(obj.id, key)
@@ -165,16 +166,18 @@ def read_str(obj: h5py.HLObject, name: str) -> str | None:
         return None
     try:
         tid = attr.get_type()
+        file_type, mtype, _ = _kind("str")
         if (
-            not isinstance(tid, h5t.TypeStringID)
-            or not tid.is_variable_str()
-            or attr.get_space().get_simple_extent_type() != h5s.SCALAR
-        ):
+            tid != file_type if exact else not _variable_str(tid)
+        ) or attr.get_space().get_simple_extent_type() != h5s.SCALAR:
             return None
-        _, mtype, _ = _kind("str")
         out = np.empty((), dtype=_STR)
         attr.read(out, mtype=mtype)
     finally:
         attr.close()
     value = out[()]
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+
+
+def _variable_str(tid: h5t.TypeID) -> bool:
+    return isinstance(tid, h5t.TypeStringID) and tid.is_variable_str()

@@ -202,38 +202,12 @@ def mark_committed(
     write_attrs(group, {**(metadata or {}), layout.ATTR_COMMITTED: np.bool_(True)}, new=new)
 
 
-_STR = h5py.string_dtype()
-
-
-@functools.cache
-def _str_types() -> tuple[h5py.h5t.TypeID, h5py.h5t.TypeID]:
-    """The HDF5 types of a ``str`` attribute as h5py (and :func:`write_attrs`) writes
-    it, and of the memory h5py reads one into."""
-    return h5py.h5t.py_create(_STR, logical=True), h5py.h5t.py_create(_STR)
-
-
 def plain_current_version(versions: h5py.Group) -> str | None:
     """The ``current_version`` attribute of ``versions`` if it is stored exactly as
     :func:`set_current_version` writes it (a scalar variable-length UTF-8 string), so
     it can be written over without checks (``written=True``); None when it is stored
     otherwise (read it with :func:`current_version`) or there is none."""
-    try:
-        attr = h5py.h5a.open(versions.id, layout.ATTR_CURRENT_VERSION.encode())
-    except KeyError:
-        return None
-    try:
-        file_type, memory_type = _str_types()
-        if (
-            attr.get_type() != file_type
-            or attr.get_space().get_simple_extent_type() != h5py.h5s.SCALAR
-        ):
-            return None
-        out = np.empty((), dtype=_STR)
-        attr.read(out, mtype=memory_type)
-    finally:
-        attr.close()
-    value = out[()]
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
+    return fastattrs.read_str(versions, layout.ATTR_CURRENT_VERSION, exact=True)
 
 
 def current_version(versions: h5py.Group) -> Any:
