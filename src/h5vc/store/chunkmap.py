@@ -125,18 +125,19 @@ class ChunkMap:
             empty = np.zeros((0, ndim), dtype=np.int64)
             return Runs(empty, np.zeros(0, np.int64), np.zeros(0, np.int64))
         by_column, stored, starts = self._run_starts()
+        # A run ends at a stored chunk the next one of its column does not follow: the
+        # k-th end (in the same column-then-row order) closes the k-th start.
+        ends = stored.copy()
+        ends[:, :-1] &= starts[:, 1:] | ~stored[:, 1:]
         col_idx, row_idx = np.nonzero(starts)
-        # The length of each run: distance to the next start or stored-gap in the column.
-        run_id = np.cumsum(starts.ravel()).reshape(starts.shape) - 1
-        lengths = np.bincount(run_id[stored], minlength=len(row_idx)).astype(np.int64)
+        lengths = np.nonzero(ends)[1] - row_idx + 1
         slots = by_column[col_idx, row_idx].astype(np.int64)
-        other = (
-            np.stack(np.unravel_index(col_idx, self.slots.shape[1:]), axis=1)
-            if ndim > 1
-            else np.zeros((len(col_idx), 0), dtype=np.int64)
-        )
-        coords = np.concatenate([row_idx[:, None], other], axis=1).astype(np.int64)
-        return Runs(coords, lengths, slots)
+        if ndim > 1:
+            other = np.stack(np.unravel_index(col_idx, self.slots.shape[1:]), axis=1)
+            coords = np.concatenate([row_idx[:, None], other], axis=1).astype(np.int64)
+        else:
+            coords = row_idx.astype(np.int64).reshape(-1, 1)
+        return Runs(coords, lengths.astype(np.int64), slots)
 
     def run_ids(self) -> np.ndarray:
         """For every chunk, the number of the run it belongs to (-1 for fill chunks).
@@ -163,11 +164,11 @@ class ChunkMap:
         0, then axis 0), which of them are stored and which start a run."""
         by_column = self.slots.reshape(self.slots.shape[0], -1).T
         stored = by_column >= 0
-        follows = np.zeros_like(stored)
-        follows[:, 1:] = (
-            stored[:, 1:] & stored[:, :-1] & (by_column[:, 1:] == by_column[:, :-1] + 1)
-        )
-        return by_column, stored, stored & ~follows
+        # A stored chunk starts a run unless the one above it holds the slot before
+        # its own (then both are stored: slots below -1 there are none).
+        starts = stored.copy()
+        starts[:, 1:] &= (by_column[:, 1:] != by_column[:, :-1] + 1) | ~stored[:, :-1]
+        return by_column, stored, starts
 
     def single_chunk_runs(self) -> Runs:
         """One run per stored chunk, in C order over the chunk grid."""
