@@ -164,6 +164,13 @@ class RawDataStore:
         #: Slots found to hold their digest's bytes since the index was loaded.
         self.verified_slots: set[int] = set()
         self._n_slots: int | None = None
+        #: raw_data's shape and hash_table's length, read once and then kept as the
+        #: store changes them (h5py asks HDF5 for a new dataspace on every access).
+        self._shape: tuple[int, ...] | None = None
+        self._table_length: int | None = None
+        #: raw_data's name in the file (read once).
+        self._name: str | None = None
+        self._type_id: h5py.h5t.TypeID | None = None
         self._fillvalue: Any = None
         self._pipeline: codecs.Pipeline | bool | None = False
         #: Appended chunks still being encoded: (first row, their stored bytes in order).
@@ -266,11 +273,11 @@ class RawDataStore:
                 f"Dataset {name!r} is stored with chunks {self.chunks}; its chunks cannot "
                 f"change between versions. Got chunks={tuple(chunks)} instead."
             )
-        if np.dtype(dtype) != self.raw_data.dtype and not (
-            np.dtype(dtype).kind == "O" and self.raw_data.dtype.kind == "O"
+        if np.dtype(dtype) != self.dtype and not (
+            np.dtype(dtype).kind == "O" and self.dtype.kind == "O"
         ):
             raise MetadataMismatchError(
-                f"Dataset {name!r} is stored with dtype {self.raw_data.dtype}; its dtype "
+                f"Dataset {name!r} is stored with dtype {self.dtype}; its dtype "
                 f"cannot change between versions. Got dtype={np.dtype(dtype)} instead."
             )
 
@@ -309,6 +316,8 @@ class RawDataStore:
         self.recent = {}
         self._n_rows_read = None
         self._n_slots = None
+        self._shape = None
+        self._table_length = None
         self._index = None
         self._by_slot = None
         self._first_free = 0
@@ -327,6 +336,8 @@ class RawDataStore:
             self.group.file.move(f"{new.group.name}/{name}", f"{self.group.name}/{name}")
         self.raw_data = self.group[RAW_DATA]
         self._hash_table = self.group[HASH_TABLE]
+        self._name = None
+        self._type_id = None
         self._plain_table = None
         self._n_rows_read = None
         self.chunks = new.chunks
@@ -360,6 +371,28 @@ class RawDataStore:
         if self._fillvalue is None:
             self._fillvalue = self.raw_data.fillvalue
         return self._fillvalue
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """raw_data's shape."""
+        if self._shape is None:
+            self._shape = tuple(self.raw_data.shape)
+        return self._shape
+
+    @property
+    def type_id(self) -> h5py.h5t.TypeID:
+        """raw_data's HDF5 datatype (a copy, read once): what the virtual datasets over
+        it are made with."""
+        if self._type_id is None:
+            self._type_id = self.raw_data.id.get_type()
+        return self._type_id
+
+    @property
+    def name(self) -> str:
+        """raw_data's name (path in the file)."""
+        if self._name is None:
+            self._name = self.raw_data.name or ""
+        return self._name
 
     @property
     def n_slots(self) -> int:
@@ -673,8 +706,11 @@ class RawDataStore:
         first = self.first_free_slot
         held = self.n_slots
         if first + count > held:
-            dataset_id = self.raw_data.id  # h5py's resize checks and builds the shape
-            dataset_id.set_extent(((first + count) * c0, *dataset_id.shape[1:]))
+            # HDF5's call: h5py's resize checks and builds the shape
+            shape = ((first + count) * c0, *self.shape[1:])
+            self._shape = None  # should the call fail
+            self.raw_data.id.set_extent(shape)
+            self._shape = shape
             self._n_slots = first + count
         self._first_free = first + count
         self._remember(data, first, count, owned=owned)
@@ -686,7 +722,8 @@ class RawDataStore:
                 # are, with no pass through HDF5's selections.
                 write = self.raw_data.id.write_direct_chunk
                 corner = (0,) * (len(self.chunks) - 1)
-                for i, stored in enumerate(np.split(data.reshape(-1).view(np.uint8), count)):
+                flat = data.reshape(-1).view(np.uint8)
+                for i, stored in enumerate(np.split(flat, count) if count > 1 else [flat]):
                     write(((first + i) * c0, *corner), stored, 0)
             elif whole == len(data) or first + count > held:
                 # A short last chunk in a new slot: HDF5 fills the rest of it.
@@ -797,11 +834,14 @@ class RawDataStore:
             # HDF5's calls, with the memory type made once: h5py's resize and slice
             # assignment work out selections and the compound type on every call.
             table_id = table.id
+            self._table_length = None  # should the call fail
             table_id.set_extent((n_rows + n_new,))
+            self._table_length = n_rows + n_new
             file_space = table_id.get_space()
             file_space.select_hyperslab((n_rows,), (n_new,))
             table_id.write(_memory_space(n_new), file_space, rows, mtype=_hash_table_type())
         else:
+            self._table_length = None
             table.resize((n_rows + n_new,))
             table[n_rows:] = rows
         # Written last: readers trust rows up to this count only.
@@ -814,13 +854,17 @@ class RawDataStore:
 
     def checkpoint(self) -> tuple[int, int, int]:
         """What :meth:`rollback` returns to: raw_data, hash_table and valid-row lengths."""
-        return self.raw_data.shape[0], self.hash_table.shape[0], self._n_rows
+        if self._table_length is None:
+            self._table_length = self.hash_table.shape[0]
+        return self.shape[0], self._table_length, self._n_rows
 
     def rollback(self, checkpoint: tuple[int, int, int]) -> None:
         """Forget every chunk stored since ``checkpoint`` was taken."""
         raw_rows, table_rows, n_rows = checkpoint
         self.recent = {}
         self._unwritten.clear()
+        self._shape = None
+        self._table_length = None
         self.raw_data.resize(raw_rows, axis=0)
         from h5vc.store import fastread
 
@@ -840,7 +884,7 @@ class _BatchWriter:
 
     def __init__(self, store: RawDataStore, fillvalue: Any, skip_fill: bool):
         self.store = store
-        self.fill = _fill_scalar(store.raw_data.dtype, fillvalue)
+        self.fill = _fill_scalar(store.dtype, fillvalue)
         self.fill_item = fill_item(store.dtype, self.fill)
         self.skip_fill = skip_fill
         self.pending: dict[bytes, int] = {}
@@ -896,7 +940,7 @@ class _BatchWriter:
         chunk_shape = self.store.chunks
         owned = False  # whether ``data`` is a buffer made here
         if stacked is None:
-            dtype = self.store.raw_data.dtype
+            dtype = self.store.dtype
             chunks = [batch[i] for i in new]
             data = _stack_chunks(chunks, chunk_shape, dtype, self.fill)
             owned = len(chunks) > 1 or chunks[0].shape != chunk_shape

@@ -31,6 +31,7 @@ import math
 import struct
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Protocol
 
 import h5py
 import numpy as np
@@ -90,11 +91,27 @@ def _fill_key(fill: np.ndarray | None) -> bytes:
     return fill.dtype.str.encode() + b":" + fill.tobytes()
 
 
-def source_name(raw_data: h5py.Dataset) -> tuple[bytes, bytes]:
+class Source(Protocol):
+    """What a chunk store knows of its ``raw_data`` (see
+    :class:`~h5vc.store.rawdata.RawDataStore`)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> np.dtype: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def type_id(self) -> h5py.h5t.TypeID: ...
+
+
+def source_name(raw_data: h5py.Dataset | str) -> tuple[bytes, bytes]:
     """The source file and dataset names with which a virtual dataset of this file
-    maps ``raw_data``, as stored: ``"."`` is the same file, and ``"%%"`` stands for a
-    ``"%"`` of the path (HDF5 reads ``"%b"`` in a source name as a block number)."""
-    return b".", (raw_data.name or "").encode().replace(b"%", b"%%")
+    maps ``raw_data`` (or the dataset of that name), as stored: ``"."`` is the same
+    file, and ``"%%"`` stands for a ``"%"`` of the path (HDF5 reads ``"%b"`` in a
+    source name as a block number)."""
+    name = raw_data if isinstance(raw_data, str) else raw_data.name or ""
+    return b".", name.encode().replace(b"%", b"%%")
 
 
 def create_virtual_dataset(
@@ -106,20 +123,26 @@ def create_virtual_dataset(
     fillvalue: object = None,
     maxshape: tuple[int | None, ...] | None = None,
     merge: bool = True,
+    source: Source | None = None,
 ) -> h5py.Dataset:
     """Create ``group[name]`` as a virtual dataset over ``raw_data`` per ``chunk_map``.
 
     ``merge=True`` maps runs of consecutive chunks, several runs per mapping
     (see :func:`group_runs`); ``merge=False`` maps every chunk on its own (the
-    versioned-hdf5 layout).
+    versioned-hdf5 layout). ``source``: what ``raw_data``'s store knows of it already
+    (its shape, dtype, name and datatype), not asked of h5py again.
     """
     shape = chunk_map.shape
-    fill = _fill_array(raw_data.dtype, fillvalue)
+    if source is None:
+        raw_shape, dtype = tuple(raw_data.shape), raw_data.dtype
+    else:
+        raw_shape, dtype = source.shape, source.dtype
+    fill = _fill_array(dtype, fillvalue)
     hdf5_maxshape = None
     if maxshape is not None:
         hdf5_maxshape = tuple(h5s.UNLIMITED if m is None else m for m in maxshape)
     vspace = h5s.create_simple(shape, hdf5_maxshape)
-    sspace = h5s.create_simple(raw_data.shape, (h5s.UNLIMITED, *raw_data.shape[1:]))
+    sspace = h5s.create_simple(raw_shape, (h5s.UNLIMITED, *raw_shape[1:]))
     runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
     if len(runs):
         blocks = _Blocks(runs, shape, chunk_map.chunks)
@@ -127,7 +150,7 @@ def create_virtual_dataset(
             groups = group_runs(runs, math.prod(chunk_map.chunks))
         else:
             groups = [[i] for i in range(len(runs))]
-        raw_name = source_name(raw_data)[1]
+        raw_name = source_name(raw_data if source is None else source.name)[1]
         fill_key = _fill_key(fill)
         frame = _plist_frame(fill, fill_key)
         entries = None if frame is None else blocks.entries(vspace, sspace, raw_name, groups)
@@ -144,7 +167,8 @@ def create_virtual_dataset(
     else:
         dcpl = _empty_plist(fill)
     vspace.select_all()
-    dsid = h5d.create(group.id, name.encode(), raw_data.id.get_type(), vspace, dcpl=dcpl)
+    type_id = raw_data.id.get_type() if source is None else source.type_id
+    dsid = h5d.create(group.id, name.encode(), type_id, vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)
 
 
@@ -346,7 +370,8 @@ def group_runs(
     rank = np.arange(count) - np.repeat(first_of_class, np.diff(np.append(first_of_class, count)))
     bounds = np.flatnonzero(np.append(rank % max_class_runs == 0, True))
     sizes = np.diff(bounds)
-    groups = [order[a:b].tolist() for a, b, size in zip(bounds[:-1], bounds[1:], sizes) if size > 1]
+    in_order, cuts = order.tolist(), bounds.tolist()
+    groups = [in_order[a:b] for a, b, size in zip(cuts, cuts[1:], sizes.tolist()) if size > 1]
     lone = np.sort(order[bounds[:-1][sizes == 1]])  # back in column, then row order
     if len(lone) and (max_chunks == 1 or max_runs <= 1):
         # A mapping of one chunk is full: each lone run keeps a mapping of its own (as

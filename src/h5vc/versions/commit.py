@@ -375,10 +375,11 @@ class _VersionWriter:
             chunk_map,
             fillvalue=spec.fillvalue,
             merge=self.state.h5vc_layout,
+            source=store,
         )
         bookkeeping = {
             layout.ATTR_CHUNKS: np.asarray(spec.chunks, dtype=np.int64),
-            layout.ATTR_RAW_DATA: store.raw_data.name,
+            layout.ATTR_RAW_DATA: store.name,
         }
         tree.write_attrs(dset, {**bookkeeping, **spec.attrs}, new=True)
         if remember:

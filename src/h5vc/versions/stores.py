@@ -55,6 +55,8 @@ class ChunkStores:
         self._version_group = version_group
         self._one_per_name = one_per_name
         self._stores: dict[str, RawDataStore] = {}
+        #: ``version_data``'s name and a slash (read once).
+        self._prefix: str | None = None
         #: Dataset path -> keys of its alternate stores (see :meth:`of`).
         self._alternate_keys: dict[str, list[str]] = {}
         #: The undo list: stores written since the last commit (or abort), with what
@@ -179,7 +181,9 @@ class ChunkStores:
 
     def _key_of_raw_data(self, path: str, raw_data: h5py.Dataset) -> str:
         """The store key of the store holding ``raw_data``."""
-        prefix = (self.version_data.name or "").rstrip("/") + "/"
+        prefix = self._prefix
+        if prefix is None:
+            prefix = self._prefix = (self.version_data.name or "").rstrip("/") + "/"
         name = raw_data.name or ""
         suffix = "/" + layout.RAW_DATA
         if name.startswith(prefix) and name.endswith(suffix):
