@@ -496,3 +496,64 @@ def test_bytes_hdf5_refuses_fall_back_to_one_call_per_mapping(raw, monkeypatch) 
     assert read_chunk_map(dset, (4, 3)) == chunk_map
     assert dset[4, 3] == -7 and dset[0, 0] == raw_data[0, 0]
     assert set(vds._PLIST_FRAMES.values()) == {None}
+
+
+def _encoded_mappings(f, name, raw_data, chunk_map) -> bytes:
+    """The encoded creation property list of the virtual dataset made of ``chunk_map``."""
+    from h5vc.hdf5.clib import plist_codec
+
+    codec = plist_codec()
+    assert codec is not None
+    dataset = create_virtual_dataset(f, name, raw_data, chunk_map, fillvalue=0)
+    return codec.encode(dataset.id.get_create_plist())
+
+
+@pytest.mark.parametrize("c0", [1, 3, 1024, 40000])
+@pytest.mark.parametrize("seed", range(4))
+def test_one_dimensional_mappings_from_the_last_ones_are_the_same(
+    tmp_path, monkeypatch, c0: int, seed: int
+) -> None:
+    """A one-dimensional dataset's mappings worked out from those of the dataset made
+    before it over the same chunk store (edits of a few chunks, new slots, shared ones,
+    fill chunks, a resize) are those worked out from its whole chunk map with numpy."""
+    from h5vc.store import vds
+
+    rng = np.random.default_rng(seed)
+    n_chunks = int(rng.integers(1, 120))
+    slots = np.arange(n_chunks, dtype=np.int64)
+    if seed % 2:
+        slots[rng.random(n_chunks) < 0.2] = -1
+    next_slot = n_chunks
+    with h5py.File(tmp_path / "columns.h5", "w") as f:
+        raw_data, other = (
+            f.create_dataset(name, shape=(4 * c0,), maxshape=(None,), chunks=(c0,), dtype="f4")
+            for name in ("r%aw", "other")
+        )
+        for step in range(60):
+            kind = rng.integers(0, 10)
+            if kind == 0:  # resized
+                n_chunks = max(1, n_chunks + int(rng.integers(-5, 6)))
+                grown = np.full(n_chunks, -1, dtype=np.int64)
+                grown[: min(n_chunks, len(slots))] = slots[:n_chunks]
+                slots = grown
+            elif kind == 1:  # many chunks at once
+                where = rng.random(n_chunks) < 0.5
+                slots[where] = next_slot + np.arange(int(where.sum()))
+                next_slot += int(where.sum())
+            else:  # a few chunks: new slots, ones stored already, or fill
+                for row in rng.integers(0, n_chunks, int(rng.integers(1, 4))).tolist():
+                    choice = rng.integers(0, 4)
+                    if choice == 0:
+                        slots[row] = -1
+                    elif choice == 1:
+                        slots[row] = int(rng.integers(0, next_slot))
+                    else:
+                        slots[row] = next_slot
+                        next_slot += 1
+            shape = (n_chunks * c0 - int(rng.integers(0, c0)),)
+            chunk_map = ChunkMap(shape, (c0,), slots.copy())
+            incremental = _encoded_mappings(f, f"a{step}", raw_data, chunk_map)
+            with monkeypatch.context() as patch:
+                patch.setattr(vds, "COLUMN_RUNS", 0)  # numpy's way
+                whole = _encoded_mappings(f, f"b{step}", other, chunk_map)
+            assert incremental == whole.replace(b"/other", b"/r%%aw"), step

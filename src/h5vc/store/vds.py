@@ -143,18 +143,26 @@ def create_virtual_dataset(
         hdf5_maxshape = tuple(h5s.UNLIMITED if m is None else m for m in maxshape)
     vspace = h5s.create_simple(shape, hdf5_maxshape)
     sspace = h5s.create_simple(raw_shape, (h5s.UNLIMITED, *raw_shape[1:]))
-    runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
-    if len(runs):
+    raw_name = source_name(raw_data if source is None else source.name)[1]
+    fill_key = _fill_key(fill)
+    dcpl = None
+    if merge and len(shape) == 1:
+        frame = _plist_frame(fill, fill_key)
+        if frame is not None:
+            frame_key = _frame_key(fill, fill_key)
+            dcpl = _column_plist(frame, frame_key, chunk_map, vspace, sspace, raw_name)
+    if dcpl is not None:
+        runs = None
+    else:
+        runs = chunk_map.runs() if merge else chunk_map.single_chunk_runs()
+    if runs is not None and len(runs):
         blocks = _Blocks(runs, shape, chunk_map.chunks)
         if merge:
             groups = group_runs(runs, math.prod(chunk_map.chunks))
         else:
             groups = [[i] for i in range(len(runs))]
-        raw_name = source_name(raw_data if source is None else source.name)[1]
-        fill_key = _fill_key(fill)
         frame = _plist_frame(fill, fill_key)
         entries = None if frame is None else blocks.entries(vspace, sspace, raw_name, groups)
-        dcpl = None
         if frame is not None and entries is not None:
             try:
                 dcpl = _decode_plist(frame, len(groups), entries)
@@ -164,12 +172,241 @@ def create_virtual_dataset(
             dcpl = _add_mappings_reusing(
                 _empty_plist(fill), blocks, groups, vspace, sspace, raw_name, (raw_name, fill_key)
             )
-    else:
+    elif dcpl is None:
         dcpl = _empty_plist(fill)
     vspace.select_all()
     type_id = raw_data.id.get_type() if source is None else source.type_id
     dsid = h5d.create(group.id, name.encode(), type_id, vspace, dcpl=dcpl)
     return h5py.Dataset(dsid)
+
+
+# -- one-dimensional datasets, from the mappings of the last one ------------------------
+
+#: A one-dimensional dataset of at most this many runs has its mappings worked out on
+#: Python's lists, from those of the last such dataset of its chunk store (see
+#: :func:`_column_plist`); more go through numpy's arrays.
+COLUMN_RUNS = 1024
+#: Chunks a dataset may differ in from the last one for its runs to be found from the
+#: last one's (more: from its whole chunk map).
+COLUMN_CHANGES = 64
+#: Chunk stores whose last one-dimensional dataset is kept.
+COLUMN_STORES = 32
+
+
+class _Column:
+    """The runs of the last one-dimensional dataset made over a chunk store, and the
+    encoded selections of its mappings (see :func:`_column_plist`)."""
+
+    __slots__ = ("middle", "rests", "runs", "slots")
+
+    def __init__(
+        self,
+        slots: np.ndarray,
+        runs: list[tuple[int, int, int]],
+        middle: bytes,
+        rests: dict[tuple[tuple[int, int, int], ...], bytes],
+    ) -> None:
+        #: The chunk map's slots (a copy).
+        self.slots = slots
+        #: Its runs in row order: first chunk row, length, slot of the first chunk.
+        self.runs = runs
+        #: The virtual dataspace's extent as encoded (``_extent_bytes``).
+        self.middle = middle
+        #: Every mapping's encoding but its first part (source names and extent), by
+        #: its runs.
+        self.rests = rests
+
+
+#: By source name, shape and chunks (least recently used first).
+_COLUMNS: OrderedDict[tuple[bytes, tuple[int, ...], tuple[int, ...]], _Column] = OrderedDict()
+
+
+def _column_plist(
+    frame: tuple[bytes, bytes],
+    frame_key: bytes,
+    chunk_map: ChunkMap,
+    vspace: h5s.SpaceID,
+    sspace: h5s.SpaceID,
+    raw_name: bytes,
+) -> h5p.PropDCID | None:
+    """The creation property list of the mappings of a one-dimensional ``chunk_map``
+    (``merge=True``), made from their bytes: the same mappings, in the same order, as
+    :func:`group_runs` and :meth:`_Blocks.entries` give, worked out on Python's lists.
+
+    A commit changes few chunks of a dataset: the runs are found again only around
+    the chunks that differ from the last dataset made over the same chunk store (of
+    the same shape), and the mappings it had are not encoded again. None where there
+    are no runs or too many, a coordinate is too large for the compact selection
+    encoding, or HDF5 refuses the bytes (then the frame is marked unusable): the
+    caller goes the long way.
+    """
+    shape, chunks = chunk_map.shape, chunk_map.chunks
+    key = (raw_name, shape, chunks)
+    middle = _extent_bytes(vspace)
+    last = _COLUMNS.pop(key, None)
+    if last is not None and last.middle != middle:
+        last = None
+    runs = _column_runs(chunk_map.slots, last)
+    if not runs or len(runs) > COLUMN_RUNS:
+        return None
+    groups = _column_groups(runs, chunks[0])
+    rests = last.rests if last is not None else {}
+    kept: dict[tuple[tuple[int, int, int], ...], bytes] = {}
+    pieces = [b""]
+    c0, n0 = chunks[0], shape[0]
+    for members in groups:
+        mapped = tuple([runs[i] for i in members])
+        rest = rests.get(mapped)
+        if rest is None:
+            rest = _column_rest(mapped, c0, n0, middle)
+            if rest is None:
+                return None
+        kept[mapped] = rest
+        pieces.append(rest)
+    entries = (b".\0" + raw_name + b"\0" + _extent_bytes(sspace)).join(pieces)
+    try:
+        dcpl = _decode_plist(frame, len(groups), entries)
+    except ValueError:  # HDF5 refused the bytes: the long way adds them one by one
+        _PLIST_FRAMES[frame_key] = None
+        return None
+    _COLUMNS[key] = _Column(chunk_map.slots.copy(), runs, middle, kept)
+    while len(_COLUMNS) > COLUMN_STORES:
+        _COLUMNS.popitem(last=False)
+    return dcpl
+
+
+def _column_runs(slots: np.ndarray, last: _Column | None) -> list[tuple[int, int, int]]:
+    """The runs of the one-dimensional chunk map ``slots`` (first chunk row, length,
+    slot of the first chunk, in row order): found again only around the chunks that
+    differ from ``last``'s, where there are few."""
+    changed = None
+    if last is not None and last.slots.shape == slots.shape:
+        changed = np.flatnonzero(slots != last.slots)
+        if len(changed) > COLUMN_CHANGES:
+            changed = None
+    if changed is None or last is None:
+        if len(slots) <= COLUMN_RUNS:
+            return _runs_of(slots.tolist(), 0)
+        found = ChunkMap((len(slots),), (1,), slots).runs()
+        if len(found) > COLUMN_RUNS:
+            return []
+        return list(zip(found.coords[:, 0].tolist(), found.length.tolist(), found.slot.tolist()))
+    if not len(changed):
+        return last.runs
+    # Each changed chunk and its neighbours, widened to whole runs of the last map: a
+    # run of the new map ends where a run of the last one ended, or inside these spans.
+    old = last.runs
+    starts = [run[0] for run in old]
+    n = len(slots)
+    spans: list[list[int]] = []
+    for row in changed.tolist():
+        low, high = max(row - 1, 0), min(row + 1, n - 1)
+        at = bisect.bisect_right(starts, low) - 1
+        if at >= 0 and old[at][0] + old[at][1] > low:
+            low = old[at][0]
+        at = bisect.bisect_right(starts, high) - 1
+        if at >= 0 and old[at][0] + old[at][1] > high:
+            high = old[at][0] + old[at][1] - 1
+        if spans and low <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], high)
+        else:
+            spans.append([low, high])
+    runs: list[tuple[int, int, int]] = []
+    at = 0
+    for low, high in spans:
+        while at < len(old) and old[at][0] < low:
+            runs.append(old[at])
+            at += 1
+        while at < len(old) and old[at][0] <= high:
+            at += 1
+        runs += _runs_of(slots[low : high + 1].tolist(), low)
+    runs += old[at:]
+    return runs
+
+
+def _runs_of(slots: list[int], first_row: int) -> list[tuple[int, int, int]]:
+    """The runs of the chunks ``slots`` of one column, the first at ``first_row``."""
+    runs: list[tuple[int, int, int]] = []
+    count = len(slots)
+    i = 0
+    while i < count:
+        slot = slots[i]
+        if slot < 0:
+            i += 1
+            continue
+        j = i + 1
+        while j < count and slots[j] == slots[j - 1] + 1:
+            j += 1
+        runs.append((first_row + i, j - i, slot))
+        i = j
+    return runs
+
+
+def _column_groups(
+    runs: list[tuple[int, int, int]],
+    chunk_elements: int,
+    max_runs: int = MAX_SCATTERED_RUNS,
+    max_elements: int = MAX_SCATTERED_ELEMENTS,
+    max_class_runs: int = MAX_CLASS_RUNS,
+) -> list[list[int]]:
+    """:func:`group_runs` of the runs of one chunk column, given as lists."""
+    by_offset: dict[int, list[int]] = {}
+    for i, (row, _, slot) in enumerate(runs):
+        members = by_offset.get(slot - row)
+        if members is None:
+            by_offset[slot - row] = [i]
+        else:
+            members.append(i)
+    groups: list[list[int]] = []
+    lone: list[int] = []
+    for offset in sorted(by_offset):
+        members = by_offset[offset]
+        if len(members) == 1:
+            lone.append(members[0])
+            continue
+        for a in range(0, len(members), max_class_runs):
+            piece = members[a : a + max_class_runs]
+            if len(piece) > 1:
+                groups.append(piece)
+            else:
+                lone.append(piece[0])
+    if not lone:
+        return groups
+    lone.sort()  # back in row order
+    max_chunks = max(1, max_elements // max(chunk_elements, 1))
+    if max_chunks == 1 or max_runs <= 1:
+        groups += [[run] for run in lone]
+    else:
+        slots = [runs[i][2] for i in lone]
+        lengths = [runs[i][1] for i in lone]
+        groups += _deal_out_lists(lone, slots, lengths, [0] * len(lone), max_chunks, max_runs)
+    return groups
+
+
+_HEADER = struct.Struct("<6I")
+_BLOCK_1D = struct.Struct("<2I")
+
+
+def _column_rest(
+    mapped: tuple[tuple[int, int, int], ...], c0: int, n0: int, middle: bytes
+) -> bytes | None:
+    """The encoding of the mapping of the runs ``mapped`` of a one-dimensional dataset of
+    ``n0`` elements in chunks of ``c0`` past its first part (see :meth:`_Blocks.entries`),
+    or None where a coordinate does not fit the compact selection encoding."""
+    size = len(mapped)
+    header = _HEADER.pack(_SEL_HYPERSLABS, _SEL_VERSION_1, 0, 8 + size * 16, 1, size)
+    source: list[bytes] = [header]
+    virtual: list[bytes] = [middle, header]
+    pack = _BLOCK_1D.pack
+    for row, length, slot in mapped:
+        start = row * c0
+        block = min(start + length * c0, n0) - start
+        at = slot * c0
+        if max(start, at) + block - 1 >= _UINT32_LIMIT:
+            return None
+        source.append(pack(at, at + block - 1))
+        virtual.append(pack(start, start + block - 1))
+    return b"".join(source + virtual)
 
 
 #: The encoded creation property list of a virtual dataset without mappings, cut where
@@ -396,15 +633,31 @@ def _deal_out(
     lone: np.ndarray, runs: Runs, column: np.ndarray, max_chunks: int, max_runs: int
 ) -> list[list[int]]:
     """Greedy increasing-slot grouping of ``lone`` runs (column, then row order)."""
-    slot = runs.slot[lone].tolist()
-    length = runs.length[lone].tolist()
-    col = column[lone].tolist()
+    return _deal_out_lists(
+        lone.tolist(),
+        runs.slot[lone].tolist(),
+        runs.length[lone].tolist(),
+        column[lone].tolist(),
+        max_chunks,
+        max_runs,
+    )
+
+
+def _deal_out_lists(
+    lone: list[int],
+    slot: list[int],
+    length: list[int],
+    col: list[int],
+    max_chunks: int,
+    max_runs: int,
+) -> list[list[int]]:
+    """:func:`_deal_out` of the runs ``lone``, given their slot, length and column."""
     groups: list[list[int]] = []
     sizes: list[int] = []  # chunks in each group
     tails: list[int] = []  # sorted last slot ends of the open groups of the column
     owners: list[int] = []  # the group of each tail
     current = -1
-    for i, run in enumerate(lone.tolist()):
+    for i, run in enumerate(lone):
         if col[i] != current:
             current = col[i]
             tails.clear()
