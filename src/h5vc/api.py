@@ -194,8 +194,11 @@ class VersionedHDF5File:
         if key is None:
             return self.get_version_by_name(state.current_version)
         if isinstance(key, str):
-            self._check_lookup(key)
-            group = self.get_version_by_name(self.resolve(key))
+            self._check_lookup(key, state)
+            name = branching.resolve(state, key)
+            if name != key:  # a tag or a branch: what it points at is checked too
+                self._check_lookup(name, state)
+            group = self._version_group(state, name)  # (inside this read already)
             quiet = None if state.guard is None else state.guard.quiet
             if quiet is not None and type(key) is str:
                 if len(self._looked_up) >= _LOOKUPS_KEPT:
@@ -230,15 +233,16 @@ class VersionedHDF5File:
             )
         return found
 
-    def _check_lookup(self, name: str) -> None:
+    def _check_lookup(self, name: str, state: FileState | None = None) -> None:
         """Refuse a path or the version being staged (as versioned-hdf5, ValueErrors
-        that are also the KeyError of a version not found)."""
+        that are also the KeyError of a version not found); ``state``: the open state,
+        if the caller has it already."""
         if name.startswith("/"):
             raise VersionPathError(
                 f"Expected a version name. Got the path {name!r}: versions are looked up "
                 f"by name; open the file's own objects through h5py (vf.f[{name!r}])."
             )
-        if name == self._open_state.staging:
+        if name == (self._open_state if state is None else state).staging:
             raise VersionNotCommittedError(
                 f"Version {name!r} is being staged: it can be read once it is committed "
                 f"(leave its stage_version() block first)."
@@ -248,7 +252,12 @@ class VersionedHDF5File:
     def get_version_by_name(self, name: str) -> CommittedGroup:
         state = self._open_state
         if isinstance(name, str):
-            self._check_lookup(name)
+            self._check_lookup(name, state)
+        return self._version_group(state, name)
+
+    def _version_group(self, state: FileState, name: str) -> CommittedGroup:
+        """The committed version ``name`` (checked by :meth:`_check_lookup`), inside
+        a read of the file."""
         if name in ("", layout.FIRST_VERSION):
             raise VersionNotFoundError(f"{name!r} is not a committed version.")
         group = self._views.get((name, ""))

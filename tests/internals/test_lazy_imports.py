@@ -212,3 +212,39 @@ def test_a_first_read_of_an_edited_version_loads_no_masked_arrays(tmp_path: Path
         expected[chunk * 1024 + 5] = -number
     assert report["got"] == float(expected[2000:10000].sum())
     assert not report["ma"]
+
+
+@pytest.mark.parametrize("how", ["open", "h5py_file"])
+def test_a_first_large_read_runs_no_subprocess(tmp_path: Path, how: str) -> None:
+    """The positioned reader of a large read (memory-mapped from a file open read-only,
+    2-D chunks) finds the C library without ``ctypes.util`` (which runs ``ldconfig`` or
+    a compiler as a subprocess, and imports :mod:`shutil`)."""
+    path = tmp_path / "large.h5"
+    data = np.arange(1000 * 600, dtype="f8").reshape(1000, 600)
+    with h5vc.open(str(path), "w") as vf, vf.stage_version("v1") as group:
+        group.create_dataset("x", data=data, chunks=(100, 100))
+    opening = (
+        f"with h5vc.open({str(path)!r}) as vf:\n    got = vf['v1']['x'][:]\n"
+        if how == "open"
+        else f"with h5py.File({str(path)!r}, 'r') as f:\n"
+        "    got = h5vc.VersionedHDF5File(f)['v1']['x'][:]\n"
+    )
+    code = (
+        "import json, subprocess, sys\n"
+        "import h5py, numpy\n"
+        "ran = []\n"
+        "subprocess.Popen.__init__ = lambda self, *a, **k: ran.append(a)\n"
+        "import h5vc\n"
+        f"{opening}"
+        "print(json.dumps({'sum': float(got.sum()), 'ran': [str(a) for a in ran],\n"
+        "    'fast': 'h5vc.store.fastread' in sys.modules,\n"
+        "    'loaded': sorted(m for m in ('ctypes.util', 'shutil') if m in sys.modules)}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["sum"] == float(data.sum())
+    assert report["fast"]  # the positioned reader read it
+    assert report["ran"] == []
+    assert "ctypes.util" not in report["loaded"]

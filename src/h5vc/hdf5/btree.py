@@ -17,13 +17,11 @@ decode, a count that differs from HDF5's) makes it return None, and HDF5 is aske
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import h5py
 import numpy as np
 
 import h5vc.config as config
-from h5vc.hdf5.header import LAYOUT, HeaderDamage, PositionedReader, object_messages
+from h5vc.hdf5.header import LAYOUT, HeaderDamage, PositionedReader, Record, object_messages
 
 __all__ = ["ChunkIndex", "chunk_index"]
 
@@ -34,15 +32,25 @@ _NODE_RAW_DATA = 1
 _FIRST_ENTRIES = config.BTREE_FIRST_ENTRIES
 
 
-@dataclass(frozen=True)
-class ChunkIndex:
+class ChunkIndex(Record):
     """Every allocated chunk: its coordinates (``(n, rank)``), address, stored size
-    and filter mask."""
+    and filter mask. (A :class:`~h5vc.hdf5.header.Record`, not a dataclass: made on
+    the first large read of a process.)"""
 
     coords: np.ndarray
     addresses: np.ndarray
     sizes: np.ndarray
     masks: np.ndarray
+
+    __slots__ = ("addresses", "coords", "masks", "sizes")
+
+    def __init__(
+        self, coords: np.ndarray, addresses: np.ndarray, sizes: np.ndarray, masks: np.ndarray
+    ) -> None:
+        self.coords = coords
+        self.addresses = addresses
+        self.sizes = sizes
+        self.masks = masks
 
 
 def chunk_index(dataset: h5py.Dataset) -> ChunkIndex | None:

@@ -18,8 +18,8 @@ read: a plan that would write outside it raises instead.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
+import functools
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Plan", "available", "plan", "run"]
+__all__ = ["Plan", "available", "c_library", "plan", "run"]
 
 #: The most segments one ``preadv`` call takes (POSIX's ``IOV_MAX`` on Linux and macOS).
 IOV_MAX = 1024
@@ -35,14 +35,51 @@ IOV_MAX = 1024
 _preadv: Any = None
 
 
+#: Where the C library is looked for, in order: the symbols already loaded into the
+#: process (the interpreter's own C library), then the C library by its usual names.
+_C_LIBRARIES = (None, "libc.so.6", "libc.dylib", "libc.so")
+
+
+@functools.cache
+def c_library() -> ctypes.CDLL | None:
+    """The C library (the first of :data:`_C_LIBRARIES` with ``mmap``), with ``errno``
+    kept for :func:`ctypes.get_errno`; None where there is none (or not on POSIX).
+
+    Found without :func:`ctypes.util.find_library`, which imports :mod:`shutil` and
+    runs ``ldconfig`` or a compiler as a subprocess (tens of milliseconds, paid by the
+    first read of a process); that is asked only where no known name serves."""
+    if os.name != "posix":  # pragma: no cover - Windows has no mmap or preadv to call
+        return None
+    for name in _C_LIBRARIES:
+        library = _with_mmap(name)
+        if library is not None:
+            return library
+    import ctypes.util  # pragma: no cover - a C library of an unusual name
+
+    found = ctypes.util.find_library("c")  # pragma: no cover
+    return None if found is None else _with_mmap(found)  # pragma: no cover
+
+
+def _with_mmap(name: str | None) -> ctypes.CDLL | None:
+    """The library ``name`` (None: the process's own symbols) if it has ``mmap``."""
+    try:
+        library = ctypes.CDLL(name, use_errno=True)
+        library["mmap"]  # raises AttributeError where missing
+    except (OSError, AttributeError):
+        return None
+    return library
+
+
 def _bind() -> Any:
     """The C library's ``preadv``, or None where there is none to call."""
-    if os.name != "posix":  # pragma: no cover - Windows has no preadv
-        return None
+    libc = c_library()
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        function = libc.preadv
-    except (OSError, AttributeError):  # pragma: no cover - a C library without preadv
+        # A function object of its own (not the library's shared attribute): its
+        # types are set here.
+        function = None if libc is None else libc["preadv"]
+    except AttributeError:  # pragma: no cover - a C library without preadv
+        function = None
+    if function is None:  # pragma: no cover
         return None
     function.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int64]
     function.restype = ctypes.c_ssize_t

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import ctypes
-import ctypes.util
 import functools
 import math
 import os
@@ -673,12 +672,14 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 @functools.cache
 def _mapping_functions() -> tuple[Any, Any] | None:
     """The C library's ``mmap`` and ``munmap``, or None where there are none to call."""
-    if os.name != "posix":  # pragma: no cover - Windows maps with Python's mmap
+    libc = scatter.c_library()
+    if libc is None:  # pragma: no cover - Windows maps with Python's mmap
         return None
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        map_bytes, unmap = libc.mmap, libc.munmap
-    except (OSError, AttributeError):  # pragma: no cover - a C library without them
+        # Function objects of their own (not the library's shared attributes): their
+        # types are set here.
+        map_bytes, unmap = libc["mmap"], libc["munmap"]
+    except AttributeError:  # pragma: no cover - a C library without them
         return None
     map_bytes.argtypes = [
         ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int64

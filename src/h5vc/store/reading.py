@@ -17,7 +17,6 @@ dominates when a read is split into many runs of chunks).
 from __future__ import annotations
 
 import bisect
-import copy
 import math
 import struct
 import threading
@@ -704,7 +703,8 @@ class FileView:
         """This view for another handle of the same bytes (opened since, read-only):
         what was read is shared, HDF5's lookups go through ``file`` (None: no
         handle; such a view is only copied)."""
-        view = copy.copy(self)  # the same map and dictionaries
+        view = object.__new__(type(self))  # the same map and dictionaries
+        view.__dict__.update(self.__dict__)  # (what copy.copy does, at a third the cost)
         view._root_group, view._file = None, None if file is None else file.id
         return view
 

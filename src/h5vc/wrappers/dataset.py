@@ -29,7 +29,7 @@ from h5vc.errors import (
 from h5vc.hdf5 import filters as filter_keywords
 from h5vc.hdf5.damage import damaged
 from h5vc.hdf5.mappings import Mappings, StoredVirtual
-from h5vc.store import layout
+from h5vc.store import layout, planner
 from h5vc.store.chunkmap import ChunkMap
 from h5vc.store.reading import (
     CommittedReader,
@@ -467,7 +467,7 @@ class CommittedDataset(_DatasetBase):
         if data is not NotImplemented:
             return data
         if self._loaded is None:
-            small = self._small_reads()
+            small = self._small_reads(index)
             if small is not None:
                 data = small_read(small, index, self._state.filename, self._open_dataset)
                 if small.once:
@@ -515,10 +515,13 @@ class CommittedDataset(_DatasetBase):
     def _open_dataset(self) -> h5py.Dataset:
         return self._dataset
 
-    def _small_reads(self) -> SmallReads | None:
+    def _small_reads(self, index: Any) -> SmallReads | None:
         """How HDF5 serves small reads before the chunk map is made (None: it does
-        not); found once, on the first read, from the headers of the dataset (read
-        when it was opened) and of its ``raw_data``."""
+        not); found once, on the first read (``self[index]``), from the headers of the
+        dataset (read when it was opened) and of its ``raw_data``. A first read of
+        more than :data:`~h5vc.store.planner.HDF5_READ_BYTES` (or not of a box) goes
+        through the chunk map, as every read after it does: its ``raw_data`` is not
+        looked at here."""
         self._current()
         if self._small_found:
             return self._small
@@ -532,6 +535,8 @@ class CommittedDataset(_DatasetBase):
             self._dataset  # opening it reads its header (of a file open read-only)  # noqa: B018
         stored, self._stored = self._stored, None
         self._small_found = True
+        if stored is not None and not _may_be_small(stored, index):
+            return None
         if stored is not None:
             where = self._opened if self._opened is not None else self._parent_group()
             small = small_reads(
@@ -599,6 +604,16 @@ class CommittedDataset(_DatasetBase):
         where = self._opened if self._opened is not None else self._parent_group()
         root = where.name.rsplit(f"/{layout.VERSION_DATA}/", 1)[0] or "/"
         return (_reopen_committed, (self._state.filename, root, self._version, self._path))
+
+
+def _may_be_small(stored: StoredVirtual, index: Any) -> bool:
+    """Whether ``index`` may be a read :func:`small_read` serves (a box of at most
+    :data:`~h5vc.store.planner.HDF5_READ_BYTES`) of the dataset ``stored`` describes."""
+    datatype = stored.datatype
+    if datatype is None or len(datatype) < 8:
+        return True  # (small_reads looks)
+    itemsize = int.from_bytes(datatype[4:8], "little")
+    return planner.small_box(index, tuple(stored.shape), itemsize) is not None
 
 
 #: The view of the file's bytes of each read-only state (see :func:`file_view`).
