@@ -319,9 +319,29 @@ def _column_runs(slots: np.ndarray, last: _Column | None) -> list[tuple[int, int
             at += 1
         while at < len(old) and old[at][0] <= high:
             at += 1
-        runs += _runs_of(slots[low : high + 1].tolist(), low)
+        runs += _runs_in(slots[low : high + 1], low)
     runs += old[at:]
     return runs
+
+
+def _runs_in(slots: np.ndarray, first_row: int) -> list[tuple[int, int, int]]:
+    """:func:`_runs_of` of an array of slots: found with numpy where there are many
+    (a span around a changed chunk covers the whole runs around it)."""
+    if len(slots) <= _FEW_SLOTS:
+        return _runs_of(slots.tolist(), first_row)
+    stored = slots >= 0
+    starts = stored.copy()
+    starts[1:] &= (slots[1:] != slots[:-1] + 1) | ~stored[:-1]
+    ends = stored.copy()
+    ends[:-1] &= starts[1:] | ~stored[1:]
+    first, last = np.flatnonzero(starts), np.flatnonzero(ends)
+    return list(
+        zip((first + first_row).tolist(), (last - first + 1).tolist(), slots[first].tolist())
+    )
+
+
+#: Up to this many slots, runs are found on a list.
+_FEW_SLOTS = 64
 
 
 def _runs_of(slots: list[int], first_row: int) -> list[tuple[int, int, int]]:

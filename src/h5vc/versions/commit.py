@@ -176,7 +176,6 @@ def commit_version(
         raise
     try:
         writer.write_group(group, root)
-        writer.place_all()
         metadata = {
             layout.ATTR_PREV_VERSION: prev_version or layout.FIRST_VERSION,
             layout.ATTR_TIMESTAMP: format_timestamp(ts),
@@ -187,11 +186,12 @@ def commit_version(
             ),
         }
         # The group has none of these attributes unless the root has one of the names.
-        tree.mark_committed(
-            group,
-            {k: v for k, v in metadata.items() if v is not None},
-            new=not (root.attrs.keys() & {*metadata, layout.ATTR_COMMITTED}),
-        )
+        new = not (root.attrs.keys() & {*metadata, layout.ATTR_COMMITTED})
+        # Written while the chunks hashed early may still be hashing; the marker goes
+        # last, once every chunk is placed.
+        tree.write_attrs(group, {k: v for k, v in metadata.items() if v is not None}, new=new)
+        writer.place_all()
+        tree.mark_committed(group, new=new)
     except BaseException:
         writer.cancel()
         delete_version_group(state.versions, name)  # the operation takes back the chunks written
