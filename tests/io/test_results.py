@@ -108,3 +108,26 @@ def test_reads_on_reused_memory_are_right(small_threshold: None, tmp_path: Path,
             del got, part
             gc.collect()
     assert results._free  # the reads' results were made here
+
+
+def test_a_forked_child_makes_its_own(small_threshold: None) -> None:
+    """A child forked while a result is free and another in use reads its own large
+    results right; the parent's memory is untouched by the child's writes."""
+    import os
+
+    kept = results.empty((512, 1024), np.dtype("f8"))
+    kept[...] = 3.0
+    dropped = results.empty((512, 1024), np.dtype("f8"))
+    del dropped
+    gc.collect()
+    pid = os.fork()
+    if pid == 0:  # the child: exits 0 only if all is right
+        ok = not results._free
+        child = results.empty((512, 1024), np.dtype("f8"))
+        child[...] = -2.0
+        kept[...] = -5.0  # its own copy of the parent's pages
+        ok = ok and bool((child == -2.0).all())
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert (kept == 3.0).all()
