@@ -26,6 +26,7 @@ Only files opened read-only are read this way (see
 from __future__ import annotations
 
 import struct
+import threading
 
 import h5py
 import numpy as np
@@ -265,7 +266,7 @@ def _decoded(
         )
         if blob is None:
             return Mappings.of([], [], len(dims)), None
-        return decode_mappings(blob, len(dims), stored.sizeof_size), blob
+        return _kept_decode(blob, len(dims), stored.sizeof_size), blob
     except _Unknown:
         return None
 
@@ -329,6 +330,40 @@ def _heap_object(
         if index in kept:
             return kept[index]
     raise HeaderDamage(f"no object {index} in the global heap collection at {address}")
+
+
+#: Mapping lists decoded for :func:`stored_virtual` (the header of a virtual dataset
+#: read before each handle's first read of it), by bytes, rank and size of lengths: a
+#: function of those alone, so valid in any file. Up to :data:`KEPT_BYTES` of lists,
+#: the oldest dropped first; the arrays of a kept decoding are read-only.
+_KEPT: dict[tuple[bytes, int, int], Mappings] = {}
+_KEPT_MUTEX = threading.Lock()
+KEPT_BYTES = 4 << 20
+_kept_bytes = 0
+
+
+def _kept_decode(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:
+    """:func:`decode_mappings`, kept for the next handle of the same list (a list of
+    160 mappings takes about a millisecond to decode)."""
+    global _kept_bytes
+    key = (blob, ndim, sizeof_size)
+    found = _KEPT.get(key)
+    if found is not None:
+        return found
+    mappings = decode_mappings(blob, ndim, sizeof_size)
+    if len(blob) > KEPT_BYTES:
+        return mappings
+    for array in (mappings.virtual, mappings.source, mappings.counts, mappings.source_counts):
+        array.flags.writeable = False
+    with _KEPT_MUTEX:
+        if key not in _KEPT:
+            _KEPT[key] = mappings
+            _kept_bytes += len(blob)
+            while _kept_bytes > KEPT_BYTES:
+                oldest = next(iter(_KEPT))
+                _kept_bytes -= len(oldest[0])
+                del _KEPT[oldest]
+    return mappings
 
 
 def decode_mappings(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:

@@ -47,7 +47,7 @@ from h5vc.hdf5.header import (
     same_datatype,
 )
 from h5vc.hdf5.mappings import Mappings, StoredVirtual, decode_mappings, stored_dims
-from h5vc.store import planner
+from h5vc.store import planner, results
 from h5vc.store.chunkmap import ChunkMap, unique_sorted
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class RawDataSlab:
         reader = fast_reader(self.dataset)
         if reader is None:
             return None
-        out = np.empty(tuple(counts), dtype=self.dtype)
+        out = results.empty(tuple(counts), self.dtype)  # (large: on a dropped result's memory)
         if reader.read(out, [starts], [[0] * len(counts)], [counts]):
             return None
         return out
@@ -315,7 +315,7 @@ class CommittedReader:
         """One piece per run and chunk column, read together; fill pieces filled."""
         pieces = plan.pieces
         assert pieces is not None
-        out = np.empty(plan.shape, dtype=self._dtype)
+        out = results.empty(plan.shape, self._dtype)  # (large: on a dropped result's memory)
         for dst, count in zip(pieces.dst[pieces.fill].tolist(), pieces.count[pieces.fill].tolist()):
             out[tuple(slice(d, d + n) for d, n in zip(dst, count))] = self._fill
         stored = ~pieces.fill
