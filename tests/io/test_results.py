@@ -76,6 +76,52 @@ def test_nothing_is_kept_beyond_the_limit(
 
 
 @pytest.mark.parametrize("how", ["open", "h5py_file"])
+def test_fill_value_chunks_are_written_on_reused_memory(
+    small_threshold: None, tmp_path: Path, how: str
+) -> None:
+    """Chunks never written (read as the fill value, 0 or not) and the part a resize
+    added come out as the fill value, not as the bytes of the dropped result."""
+    import h5py
+
+    path = tmp_path / "sparse.h5"
+    with h5vc.open(str(path), "w") as vf:
+        with vf.stage_version("v1") as group:
+            x = group.create_dataset("x", shape=(600, 500), dtype="f8", chunks=(100, 100))
+            x[150:160, 220:230] = 3.0
+            y = group.create_dataset(
+                "y", shape=(600, 500), dtype="f8", chunks=(100, 100), fillvalue=2.5
+            )
+            y[:10, :10] = 1.0
+        with vf.stage_version("v2") as group:
+            group["x"].resize((700, 600))
+    expected_x = np.zeros((600, 500))
+    expected_x[150:160, 220:230] = 3.0
+    expected_y = np.full((600, 500), 2.5)
+    expected_y[:10, :10] = 1.0
+    expected_x2 = np.zeros((700, 600))
+    expected_x2[:600, :500] = expected_x
+    for version, name, expected in (
+        ("v1", "x", expected_x),
+        ("v1", "y", expected_y),
+        ("v2", "x", expected_x2),
+    ):
+        junk = results.empty(expected.shape, np.dtype("f8"))
+        junk[...] = 7.0
+        del junk
+        gc.collect()
+        if how == "open":
+            with h5vc.open(str(path)) as vf:
+                got = vf[version][name][:]
+        else:
+            with h5py.File(path, "r") as f:
+                got = h5vc.VersionedHDF5File(f)[version][name][:]
+        assert not got.base.flags.owndata  # made on the dropped result's memory
+        np.testing.assert_array_equal(got, expected)
+        del got
+        gc.collect()
+
+
+@pytest.mark.parametrize("how", ["open", "h5py_file"])
 def test_reads_on_reused_memory_are_right(small_threshold: None, tmp_path: Path, how: str) -> None:
     """Full and partial reads of two versions, each result dropped before the next
     read: every read returns its own version's data, however the file is opened."""

@@ -46,7 +46,9 @@ _GRAIN = 2 << 20
 
 _free: list[mmap.mmap] = []
 _free_bytes = 0
-_mutex = threading.Lock()
+#: Reentrant: a collection run inside a critical section (a list growing) can drop
+#: another result, whose finalizer gives its map back on the same thread.
+_mutex = threading.RLock()
 
 
 def _forget() -> None:
@@ -54,7 +56,7 @@ def _forget() -> None:
     global _free_bytes, _mutex
     _free.clear()
     _free_bytes = 0
-    _mutex = threading.Lock()
+    _mutex = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):
