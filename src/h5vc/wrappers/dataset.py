@@ -292,7 +292,6 @@ class CommittedDataset(_DatasetBase):
         #: is made from them.
         self._mappings = mappings
         self._reader: CommittedReader | None = None
-        self._attrs: CommittedAttributes | None = None
         #: The view of the file's bytes last read through, and what it found of this
         #: dataset (see :meth:`_first_read`).
         self._in_view: tuple[FileView, Any] | None = None
@@ -399,13 +398,12 @@ class CommittedDataset(_DatasetBase):
     @property
     def attrs(self) -> CommittedAttributes:
         self._current()
-        attrs = self._attrs
-        if attrs is None:
-            # Read through ``_live_attrs`` only: the dataset opens on the first read.
-            attrs = self._attrs = CommittedAttributes(
-                None, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
-            )
-        return attrs
+        # Read through ``_live_attrs`` only: the dataset opens on the first read. Made
+        # at each access (as h5py does): kept, it would hold this dataset through
+        # ``live`` in a reference cycle.
+        return CommittedAttributes(
+            None, layout.DATASET_ATTRS, self._describe(), live=self._live_attrs
+        )
 
     @property
     def chunks(self) -> tuple[int, ...]:

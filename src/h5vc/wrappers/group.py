@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Union
 
@@ -77,7 +78,7 @@ class CommittedViews:
     forgotten too.
     """
 
-    __slots__ = ("_cache", "_generation", "_state")
+    __slots__ = ("__weakref__", "_cache", "_generation", "_state")
 
     def __init__(self, state: FileState, maxsize: int = CACHED_VIEWS):
         self._state = state
@@ -233,7 +234,11 @@ class CommittedGroup(_GroupBase):
         """``group`` None: the group is opened on first use (a version found
         committed in the bytes the file has now, whose group HDF5 opened then)."""
         self._state = state
-        self._views = CommittedViews(state) if views is None else views
+        # The views cache the groups made from them: held weakly, so that a group
+        # cached there makes no reference cycle with them (a dropped handle frees its
+        # views and HDF5 objects at once, without the cycle collector).
+        self._views_ref = None if views is None else weakref.ref(views)
+        self._own_views = CommittedViews(state) if views is None else None
         self._version = version
         self._path = path
         self._generation = state.generation
@@ -246,8 +251,7 @@ class CommittedGroup(_GroupBase):
         path, version = self._path, self._version
         hidden = H5VC_VERSION_ATTRS if path == "" else frozenset()
         where = f"version {version!r}" if path == "" else f"group {self.name!r} of {version!r}"
-        attrs = None if group is None else group.attrs
-        self._attrs = CommittedAttributes(attrs, hidden, where, live=self._live_attrs)
+        self._attrs_of = (hidden, where)
 
     @contextlib.contextmanager
     def _live_attrs(self) -> Iterator[h5py.AttributeManager]:
@@ -275,9 +279,21 @@ class CommittedGroup(_GroupBase):
         return self._current()
 
     @property
+    def _views(self) -> CommittedViews:
+        views = self._own_views
+        if views is None:
+            views = self._views_ref() if self._views_ref is not None else None
+            if views is None:  # the handle whose views made this group is gone
+                views = self._own_views = CommittedViews(self._state)
+        return views
+
+    @property
     def attrs(self) -> CommittedAttributes:
         self._current()
-        return self._attrs
+        # Made at each access (as h5py does): kept, it would hold this group through
+        # ``live`` in a reference cycle.
+        hidden, where = self._attrs_of
+        return CommittedAttributes(None, hidden, where, live=self._live_attrs)
 
     def _version_root_name(self) -> str | None:
         return f"{self._state.versions.name}/{self._version}"
