@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from typing import Any
 
 import h5py
 import numpy as np
@@ -52,6 +53,7 @@ __all__ = [
     "checksum",
     "decode_mappings",
     "header_mappings",
+    "keep_by_bytes",
     "stored_mappings",
     "stored_dims",
     "stored_shape",
@@ -356,14 +358,30 @@ def _kept_decode(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:
     for array in (mappings.virtual, mappings.source, mappings.counts, mappings.source_counts):
         array.flags.writeable = False
     with _KEPT_MUTEX:
-        if key not in _KEPT:
-            _KEPT[key] = mappings
-            _kept_bytes += len(blob)
-            while _kept_bytes > KEPT_BYTES:
-                oldest = next(iter(_KEPT))
-                _kept_bytes -= len(oldest[0])
-                del _KEPT[oldest]
+        _kept_bytes = keep_by_bytes(_KEPT, key, mappings, _kept_bytes, KEPT_BYTES)
     return mappings
+
+
+def keep_by_bytes(
+    kept: dict[tuple[bytes, int, int], Any],
+    key: tuple[bytes, int, int],
+    value: Any,
+    held: int,
+    limit: int,
+) -> int:
+    """Keep ``value`` in ``kept`` under ``key`` (whose first item is the bytes it was
+    decoded from, and is counted) unless a value is kept there already, dropping the
+    oldest entries beyond ``limit`` bytes; returns the bytes held then (``held``
+    before). The caller holds the lock of ``kept``."""
+    if key in kept:
+        return held
+    kept[key] = value
+    held += len(key[0])
+    while held > limit:
+        oldest = next(iter(kept))
+        held -= len(oldest[0])
+        del kept[oldest]
+    return held
 
 
 def decode_mappings(blob: bytes, ndim: int, sizeof_size: int) -> Mappings:

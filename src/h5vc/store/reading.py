@@ -46,7 +46,13 @@ from h5vc.hdf5.header import (
     fill_value,
     same_datatype,
 )
-from h5vc.hdf5.mappings import Mappings, StoredVirtual, decode_mappings, stored_dims
+from h5vc.hdf5.mappings import (
+    Mappings,
+    StoredVirtual,
+    decode_mappings,
+    keep_by_bytes,
+    stored_dims,
+)
 from h5vc.store import planner, results
 from h5vc.store.chunkmap import ChunkMap, unique_sorted
 
@@ -573,13 +579,7 @@ def _decoded(
     found = _decode(fb, blob, ndim)
     if kept:
         with _DECODED_MUTEX:
-            if key not in _DECODED:
-                _DECODED[key] = found
-                _decoded_bytes += len(blob)
-                while _decoded_bytes > DECODED_BYTES:
-                    oldest = next(iter(_DECODED))
-                    _decoded_bytes -= len(oldest[0])
-                    del _DECODED[oldest]
+            _decoded_bytes = keep_by_bytes(_DECODED, key, found, _decoded_bytes, DECODED_BYTES)
     return found
 
 
